@@ -1,0 +1,1 @@
+"""minicompiler: a small, readable deep-learning compiler for PyTorch programs."""

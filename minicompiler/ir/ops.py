@@ -1,0 +1,193 @@
+"""The op table: every op a Graph node may apply, with its kind and its meaning in torch.
+
+Kinds (they decide how the scheduler treats a node):
+  pointwise  element by element, with broadcasting and PyTorch's type promotion
+  reduction  folds the dims in `dims` (a tuple of ints) of its first argument
+  view       a new shape or stride over the same elements (no arithmetic)
+  extern     a library call kept whole (matmul, conv, ...): never fused, run by torch
+  composite  a torch-level op that `decompose` rewrites into the kinds above
+
+`impl` is the op's meaning: the reference interpreter runs it, and shape/dtype inference
+runs it on data-less `meta` tensors, so inference and execution can never disagree.
+The primitive signatures (what `decompose` produces and `fuse`/`codegen` consume) are
+documented on each entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+
+from minicompiler.ir.graph import Node, TensorMeta, flatten, map_structure
+
+OpKind = Literal["pointwise", "reduction", "view", "extern", "composite"]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    kind: OpKind
+    impl: Callable[..., torch.Tensor]
+    doc: str = ""
+
+    @property
+    def is_primitive(self) -> bool:
+        return self.kind != "composite"
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def register(name: str, kind: OpKind, impl: Callable[..., torch.Tensor], doc: str = "") -> None:
+    OPS[name] = OpDef(name, kind, impl, doc)
+
+
+# --- primitives: pointwise ---------------------------------------------------------------
+# Unary: op(x)
+for _name, _fn in {
+    "neg": torch.neg, "abs": torch.abs, "exp": torch.exp, "log": torch.log,
+    "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "sin": torch.sin, "cos": torch.cos,
+    "tan": torch.tan, "tanh": torch.tanh, "erf": torch.erf, "log1p": torch.log1p,
+    "expm1": torch.expm1, "reciprocal": torch.reciprocal, "floor": torch.floor,
+    "ceil": torch.ceil, "trunc": torch.trunc, "sign": torch.sign,
+    "logical_not": torch.logical_not,
+}.items():
+    register(_name, "pointwise", _fn, f"{_name}(x)")
+
+# Binary: op(a, b), either may be a Python scalar; broadcasting and type promotion as torch.
+for _name, _fn in {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
+    "pow": torch.pow, "maximum": torch.maximum, "minimum": torch.minimum,
+    "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt,
+    "ge": torch.ge, "logical_and": torch.logical_and, "logical_or": torch.logical_or,
+    "remainder": torch.remainder,
+}.items():
+    register(_name, "pointwise", _fn, f"{_name}(a, b)")
+
+
+def _maximum(a: Any, b: Any) -> torch.Tensor:
+    # torch.maximum wants two tensors; allow a Python scalar on either side.
+    if not isinstance(a, torch.Tensor):
+        a, b = b, a
+    if not isinstance(b, torch.Tensor):
+        return torch.clamp_min(a, b).to(torch.result_type(a, b))
+    return torch.maximum(a, b)
+
+
+def _minimum(a: Any, b: Any) -> torch.Tensor:
+    if not isinstance(a, torch.Tensor):
+        a, b = b, a
+    if not isinstance(b, torch.Tensor):
+        return torch.clamp_max(a, b).to(torch.result_type(a, b))
+    return torch.minimum(a, b)
+
+
+OPS["maximum"] = OpDef("maximum", "pointwise", _maximum, "maximum(a, b)")
+OPS["minimum"] = OpDef("minimum", "pointwise", _minimum, "minimum(a, b)")
+
+register("where", "pointwise", torch.where, "where(cond, a, b)")
+register("convert", "pointwise", lambda x, dtype: x.to(dtype), "convert(x, dtype): cast")
+register(
+    "full", "pointwise",
+    lambda shape, value, dtype, device="cpu": torch.full(shape, value, dtype=dtype, device=device),
+    "full(shape, value, dtype, device): a constant tensor",
+)
+
+# --- primitives: reductions --------------------------------------------------------------
+# op(x, dims: tuple[int, ...], keepdim: bool). Non-negative dims, sorted.
+register("sum", "reduction", lambda x, dims, keepdim=False: torch.sum(x, dims, keepdim), "sum(x, dims, keepdim)")
+register("amax", "reduction", lambda x, dims, keepdim=False: torch.amax(x, dims, keepdim), "amax(x, dims, keepdim)")
+register("amin", "reduction", lambda x, dims, keepdim=False: torch.amin(x, dims, keepdim), "amin(x, dims, keepdim)")
+
+# --- primitives: views -------------------------------------------------------------------
+register("reshape", "view", lambda x, shape: x.reshape(shape), "reshape(x, shape)")
+register("permute", "view", lambda x, dims: x.permute(dims), "permute(x, dims)")
+register("expand", "view", lambda x, shape: x.expand(shape), "expand(x, shape)")
+register(
+    "slice", "view",
+    lambda x, dim, start, end, step=1: x[(slice(None),) * dim + (slice(start, end, step),)],
+    "slice(x, dim, start, end, step)",
+)
+
+# --- primitives: extern calls (kept whole, run by torch / a vendor library) ---------------
+register("matmul", "extern", torch.matmul, "matmul(a, b)")
+register("addmm", "extern", torch.addmm, "addmm(bias, a, b) = bias + a @ b")
+register("bmm", "extern", torch.bmm, "bmm(a, b)")
+register("cat", "extern", lambda tensors, dim=0: torch.cat(tensors, dim), "cat(tensors, dim)")
+register("clone", "extern", lambda x: x.clone(memory_format=torch.contiguous_format), "clone(x)")
+register(
+    "torch_call", "extern",
+    lambda fn, *args, **kwargs: fn(*args, **kwargs),
+    "torch_call(fn, *args): any torch function the compiler does not know, run as is",
+)
+
+# --- composites: torch-level ops that `decompose` rewrites into primitives ---------------
+_COMPOSITES: dict[str, Callable[..., torch.Tensor]] = {
+    "sigmoid": torch.sigmoid,
+    "relu": torch.relu,
+    "gelu": lambda x, approximate="none": F.gelu(x, approximate=approximate),
+    "silu": F.silu,
+    "clamp": lambda x, min=None, max=None: torch.clamp(x, min, max),
+    "mean": lambda x, dims=None, keepdim=False, dtype=None: torch.mean(x, dims, keepdim, dtype=dtype),
+    "var": lambda x, dims=None, correction=1, keepdim=False: torch.var(x, dims, correction=correction, keepdim=keepdim),
+    "std": lambda x, dims=None, correction=1, keepdim=False: torch.std(x, dims, correction=correction, keepdim=keepdim),
+    "softmax": lambda x, dim, dtype=None: torch.softmax(x, dim, dtype=dtype),
+    "log_softmax": lambda x, dim, dtype=None: torch.log_softmax(x, dim, dtype=dtype),
+    "layer_norm": lambda x, normalized_shape, weight=None, bias=None, eps=1e-5: F.layer_norm(
+        x, normalized_shape, weight, bias, eps
+    ),
+    "linear": lambda x, weight, bias=None: F.linear(x, weight, bias),
+    "square": torch.square,
+    "transpose": lambda x, dim0, dim1: x.transpose(dim0, dim1),
+    "unsqueeze": lambda x, dim: x.unsqueeze(dim),
+    "squeeze": lambda x, dims=None: x.squeeze() if dims is None else x.squeeze(dims),
+    "select": lambda x, dim, index: x.select(dim, index),
+    "contiguous": lambda x: x.contiguous(),
+    "softplus": F.softplus,
+    "leaky_relu": lambda x, negative_slope=0.01: F.leaky_relu(x, negative_slope),
+    "hardtanh": lambda x, min_val=-1.0, max_val=1.0: F.hardtanh(x, min_val, max_val),
+    "addcmul": lambda x, a, b, value=1: torch.addcmul(x, a, b, value=value),
+    "lerp": torch.lerp,
+}
+for _name, _fn in _COMPOSITES.items():
+    register(_name, "composite", _fn)
+
+
+def is_primitive(op: str) -> bool:
+    return op in OPS and OPS[op].is_primitive
+
+
+def _device_of(args: Any, kwargs: dict[str, Any]) -> torch.device:
+    for value in flatten((args, kwargs)):
+        if isinstance(value, Node) and value.meta is not None:
+            return value.meta.device
+    device = kwargs.get("device")
+    return torch.device(device) if device is not None else torch.device("cpu")
+
+
+def infer_meta(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TensorMeta:
+    """Shape, dtype and strides of `op(*args)`, found by running the op on meta tensors.
+
+    Running PyTorch's own implementation on data-less tensors gives exactly PyTorch's
+    broadcasting and type-promotion results (this is what torch's FakeTensor does).
+    """
+    if op not in OPS:
+        raise KeyError(f"unknown op {op!r}: add it to minicompiler/ir/ops.py")
+
+    def to_fake(value: Any) -> Any:
+        return value.meta.fake() if isinstance(value, Node) else value
+
+    fake_kwargs = map_structure(to_fake, kwargs)
+    if "device" in fake_kwargs:
+        fake_kwargs["device"] = "meta"
+    result = OPS[op].impl(*map_structure(to_fake, args), **fake_kwargs)
+    if not isinstance(result, torch.Tensor):
+        raise TypeError(f"op {op!r} must produce one tensor, got {type(result).__name__}")
+    # Views keep torch's strides (they alias their input); every other op writes a fresh
+    # contiguous buffer in compiled code, so we record it as contiguous.
+    strides = tuple(result.stride()) if OPS[op].kind == "view" else None
+    return TensorMeta(tuple(result.shape), result.dtype, _device_of(args, kwargs), strides)
