@@ -1,0 +1,1 @@
+"""Benchmarks: eager vs minicompiler vs torch.compile on the seeds' workloads."""

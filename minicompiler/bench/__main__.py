@@ -1,0 +1,151 @@
+"""Benchmark: eager vs minicompiler vs torch.compile on the seeds' workloads.
+
+    python -m minicompiler.bench [--device cpu|cuda] [--repeats 20] [--no-torch-compile]
+                                 [--only NAME] [--json PATH]
+
+Each time is the median of `repeats` timed batches after warm-up, synchronized on CUDA.
+First-call compile time is measured whole (capture through codegen and the build of the kernels)
+with a cold on-disk cache. Prints a table and writes JSON with the device and versions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from minicompiler.bench.timing import copy_bandwidth, first_call_seconds, median_call_seconds
+from minicompiler.bench.workloads import WORKLOADS, Workload
+
+
+def environment(device: str) -> dict[str, Any]:
+    info = {
+        "device": torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu",
+        "cpu_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    try:
+        import triton
+
+        info["triton"] = triton.__version__
+    except ImportError:
+        info["triton"] = None
+    return info
+
+
+def bench_workload(workload: Workload, device: str, repeats: int, vs_torch: bool) -> dict[str, Any]:
+    import minicompiler
+
+    torch.manual_seed(0)
+    fn, args = workload.make(device)
+    row: dict[str, Any] = {"workload": workload.name, "seed": workload.seed}
+    with torch.no_grad():
+        row["eager_s"] = median_call_seconds(fn, args, repeats)
+        compiled = minicompiler.compile(fn)
+        row["mc_first_call_s"] = first_call_seconds(compiled, args)
+        row["mc_s"] = median_call_seconds(compiled, args, repeats)
+        expected, got = fn(*args), compiled(*args)
+        row["mc_max_abs_err"] = float((expected.double() - got.double()).abs().max())
+        report = compiled.report
+        row["mc_kernels"] = sum(len(g.kernels) for g in report.graphs) if report else 0
+        row["mc_fallback"] = report.eager_fallback if report else None
+        if vs_torch:
+            torch._dynamo.reset()
+            tc = torch.compile(fn)
+            row["tc_first_call_s"] = first_call_seconds(tc, args)
+            row["tc_s"] = median_call_seconds(tc, args, repeats)
+    row["speedup_vs_eager"] = row["eager_s"] / row["mc_s"]
+    if vs_torch:
+        row["mc_vs_torch_compile"] = row["mc_s"] / row["tc_s"]
+    if workload.name.endswith(" 4M"):  # pointwise: one read + one write of the whole tensor
+        moved = 2 * args[0].numel() * args[0].element_size()
+        row["mc_bandwidth_GBps"] = moved / row["mc_s"] / 1e9
+        row["copy_bandwidth_GBps"] = copy_bandwidth(args[0])
+        row["mc_fraction_of_copy"] = row["mc_bandwidth_GBps"] / row["copy_bandwidth_GBps"]
+        if vs_torch:
+            row["tc_fraction_of_copy"] = moved / row["tc_s"] / 1e9 / row["copy_bandwidth_GBps"]
+    return row
+
+
+def warm_cache_seconds(device: str) -> float:
+    """First-call time of cos(cos(x)) in a NEW process whose on-disk cache is already warm."""
+    code = (
+        "import torch, minicompiler, time\n"
+        "from minicompiler.bench.workloads import double_cosine\n"
+        f"x = torch.randn(1 << 22, device={device!r})\n"
+        "f = minicompiler.compile(double_cosine)\n"
+        "t = time.perf_counter(); f(x)\n"
+        f"{'torch.cuda.synchronize()' if device == 'cuda' else ''}\n"
+        "print(time.perf_counter() - t)\n"
+    )
+    run = lambda: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    run()  # fills the cache
+    return float(run().stdout.strip().splitlines()[-1])
+
+
+def print_table(rows: list[dict[str, Any]], vs_torch: bool) -> None:
+    header = f"{'workload':32} {'eager ms':>10} {'minicomp ms':>12} {'speedup':>8} {'compile s':>10}"
+    if vs_torch:
+        header += f" {'torch.compile ms':>17} {'tc compile s':>13} {'mc/tc':>6}"
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        line = (
+            f"{r['workload']:32} {r['eager_s'] * 1e3:10.3f} {r['mc_s'] * 1e3:12.3f} "
+            f"{r['speedup_vs_eager']:7.2f}x {r['mc_first_call_s']:10.2f}"
+        )
+        if vs_torch:
+            line += f" {r['tc_s'] * 1e3:17.3f} {r['tc_first_call_s']:13.2f} {r['mc_vs_torch_compile']:6.2f}"
+        print(line)
+    for r in rows:
+        if "mc_fraction_of_copy" in r:
+            tc = f", torch.compile {r['tc_fraction_of_copy']:.0%}" if "tc_fraction_of_copy" in r else ""
+            print(
+                f"{r['workload']}: minicompiler moves {r['mc_bandwidth_GBps']:.1f} GB/s = "
+                f"{r['mc_fraction_of_copy']:.0%} of copy bandwidth ({r['copy_bandwidth_GBps']:.1f} GB/s){tc}"
+            )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m minicompiler.bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--no-torch-compile", action="store_true", help="skip the torch.compile column")
+    parser.add_argument("--only", action="append", help="run only workloads whose name contains this")
+    parser.add_argument("--json", type=Path, help="where to write the results (default: print only)")
+    opts = parser.parse_args(argv)
+    if opts.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda needs a CUDA GPU")
+    # A cold on-disk cache, so the first-call column includes building every kernel.
+    os.environ["MINICOMPILER_CACHE_DIR"] = tempfile.mkdtemp(prefix="minicompiler-bench-")
+    vs_torch = not opts.no_torch_compile
+    workloads = [w for w in WORKLOADS if not opts.only or any(s in w.name for s in opts.only)]
+    env = environment(opts.device)
+    print(" ".join(f"{k}={v}" for k, v in env.items()))
+    rows = []
+    for workload in workloads:
+        rows.append(bench_workload(workload, opts.device, opts.repeats, vs_torch))
+        print(f"  done: {workload.name}", file=sys.stderr)
+    print_table(rows, vs_torch)
+    env["warm_cache_first_call_s"] = warm_cache_seconds(opts.device)
+    print(f"cos(cos(x)) first call in a new process with a warm on-disk cache: "
+          f"{env['warm_cache_first_call_s']:.3f} s")
+    if opts.json:
+        opts.json.parent.mkdir(parents=True, exist_ok=True)
+        opts.json.write_text(json.dumps({"environment": env, "results": rows}, indent=1))
+        print(f"wrote {opts.json}")
+
+
+if __name__ == "__main__":
+    main()

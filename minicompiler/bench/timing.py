@@ -1,0 +1,52 @@
+"""Timing helpers: warm up, synchronize, take the median of repeated batches."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+def _sync(args: tuple[Any, ...]) -> None:
+    if any(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
+        torch.cuda.synchronize()
+
+
+def median_call_seconds(fn: Callable, args: tuple[Any, ...], repeats: int = 20, warmup: int = 3) -> float:
+    """Median seconds per call. Calls are batched so one timed batch lasts at least ~5 ms,
+    which keeps timer resolution and launch jitter out of microsecond-scale results."""
+    for _ in range(warmup):
+        fn(*args)
+    _sync(args)
+    start = time.perf_counter()
+    fn(*args)
+    _sync(args)
+    once = max(time.perf_counter() - start, 1e-7)
+    batch = min(max(1, int(0.005 / once)), 10_000)
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(batch):
+            fn(*args)
+        _sync(args)
+        samples.append((time.perf_counter() - start) / batch)
+    return statistics.median(samples)
+
+
+def first_call_seconds(fn: Callable, args: tuple[Any, ...]) -> float:
+    """Seconds for the first call, which includes compiling."""
+    _sync(args)
+    start = time.perf_counter()
+    fn(*args)
+    _sync(args)
+    return time.perf_counter() - start
+
+
+def copy_bandwidth(x: torch.Tensor, repeats: int = 20) -> float:
+    """Device-to-device copy bandwidth in GB/s (bytes read + bytes written per second)."""
+    out = torch.empty_like(x)
+    seconds = median_call_seconds(out.copy_, (x,), repeats)
+    return 2 * x.numel() * x.element_size() / seconds / 1e9

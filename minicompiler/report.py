@@ -1,0 +1,169 @@
+"""CompileReport: the one record of a compilation that every view renders.
+
+Each stage adds its artifact (a graph printed as Python, generated code), its time, and its
+decisions (rewrites applied, fusions refused and why, guards, graph breaks). The report is plain
+data: it serializes to JSON (MIME type `application/vnd.minicompiler.report+json`) so a saved
+notebook can be re-rendered without a kernel, and it has text and HTML forms of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+MIME_TYPE = "application/vnd.minicompiler.report+json"
+
+
+@dataclass
+class StageRecord:
+    """One pipeline stage's result: e.g. name="decompose", text=the graph as Python."""
+
+    name: str
+    seconds: float
+    text: str = ""
+    language: str = "python"  # how to highlight `text`: python | cpp | text
+    notes: list[str] = field(default_factory=list)  # decisions made, one line each
+
+
+@dataclass
+class InstructionInfo:
+    offset: int
+    opname: str
+    argrepr: str
+    lineno: int | None
+    status: str  # captured | constant | break | not reached
+    function: str = ""
+
+
+@dataclass
+class GraphBreakInfo:
+    reason: str
+    filename: str
+    lineno: int | None
+    line: str = ""
+    instruction: str = ""
+    hint: str = ""
+
+
+@dataclass
+class FusionInfo:
+    producer: str
+    consumer: str
+    fused: bool
+    reason: str
+
+
+@dataclass
+class KernelInfo:
+    name: str
+    kind: str  # pointwise | reduction | extern | alias
+    nodes: list[str]
+    source_lines: list[str]  # "file:line  text" of the user code the kernel computes
+    code: str = ""
+    language: str = "text"
+
+
+@dataclass
+class GraphReport:
+    """One captured graph and everything compiled from it."""
+
+    backend: str
+    guards: list[str] = field(default_factory=list)
+    stages: list[StageRecord] = field(default_factory=list)
+    kernels: list[KernelInfo] = field(default_factory=list)
+    fusion: list[FusionInfo] = field(default_factory=list)
+    fallback: str | None = None  # why this graph runs with torch ops instead of generated code
+
+    def stage(self, name: str) -> StageRecord:
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        raise KeyError(f"no stage {name!r}; stages: {[s.name for s in self.stages]}")
+
+
+@dataclass
+class CompileReport:
+    function: str
+    filename: str = ""
+    firstlineno: int = 0
+    source: str = ""
+    frontend: str = "minicompiler"  # which capture made the graph: minicompiler | dynamo
+    bytecode: list[InstructionInfo] = field(default_factory=list)
+    graphs: list[GraphReport] = field(default_factory=list)
+    graph_breaks: list[GraphBreakInfo] = field(default_factory=list)
+    eager_fallback: str | None = None  # set when the whole call runs eagerly, with the reason
+    recompile_reason: str | None = None  # why this compilation happened when an earlier one existed
+    compile_seconds: float = 0.0
+    run_times: dict[str, float] = field(default_factory=dict)  # e.g. {"eager": s, "compiled": s}
+
+    # -- serialization -----------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> CompileReport:
+        def graph_report(g: dict[str, Any]) -> GraphReport:
+            return GraphReport(
+                backend=g["backend"],
+                guards=list(g["guards"]),
+                stages=[StageRecord(**s) for s in g["stages"]],
+                kernels=[KernelInfo(**k) for k in g["kernels"]],
+                fusion=[FusionInfo(**f) for f in g["fusion"]],
+                fallback=g["fallback"],
+            )
+
+        fields = dict(data)
+        fields["bytecode"] = [InstructionInfo(**i) for i in data["bytecode"]]
+        fields["graphs"] = [graph_report(g) for g in data["graphs"]]
+        fields["graph_breaks"] = [GraphBreakInfo(**b) for b in data["graph_breaks"]]
+        return CompileReport(**fields)
+
+    @staticmethod
+    def from_json(text: str) -> CompileReport:
+        return CompileReport.from_dict(json.loads(text))
+
+    # -- views ---------------------------------------------------------------------------
+    def to_text(self) -> str:
+        out = [f"CompileReport for {self.function} ({self.filename}:{self.firstlineno})"]
+        if self.recompile_reason:
+            out.append(f"recompiled because: {self.recompile_reason}")
+        if self.eager_fallback:
+            out.append(f"runs eagerly: {self.eager_fallback}")
+        for brk in self.graph_breaks:
+            out.append(f"graph break at {brk.filename}:{brk.lineno} `{brk.line}`: {brk.reason}")
+        for i, graph in enumerate(self.graphs):
+            out.append(f"\n=== graph {i} (backend: {graph.backend}) ===")
+            if graph.fallback:
+                out.append(f"runs with torch ops: {graph.fallback}")
+            out.append("guards:")
+            out.extend(f"  {g}" for g in graph.guards)
+            for stage in graph.stages:
+                out.append(f"\n--- {stage.name} ({stage.seconds * 1000:.1f} ms) ---")
+                if stage.text:
+                    out.append(stage.text)
+                out.extend(f"  * {note}" for note in stage.notes)
+        out.append(f"\ncompile time: {self.compile_seconds * 1000:.1f} ms")
+        return "\n".join(out)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def __repr__(self) -> str:
+        kernels = sum(len(g.kernels) for g in self.graphs)
+        state = f"eager fallback: {self.eager_fallback}" if self.eager_fallback else (
+            f"{len(self.graphs)} graph(s), {len(self.graph_breaks)} break(s), {kernels} kernel(s)"
+        )
+        return f"<CompileReport {self.function}: {state}, {self.compile_seconds * 1000:.0f} ms>"
+
+    def _repr_html_(self) -> str:
+        from minicompiler.notebook.views import report_to_html
+
+        return report_to_html(self)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {MIME_TYPE: self.to_dict(), "text/html": self._repr_html_(), "text/plain": repr(self)}
