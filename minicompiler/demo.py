@@ -10,7 +10,7 @@ import argparse
 import torch
 
 import minicompiler
-from minicompiler.bench.timing import median_call_seconds
+from minicompiler.bench.timing import first_call_seconds, median_call_seconds
 from minicompiler.bench.workloads import WORKLOADS, double_cosine
 
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
             torch.manual_seed(0)
             fn, args = workload.make(device)
             compiled = minicompiler.compile(fn)
-            first = median_call_seconds(compiled, args, repeats=1, warmup=0)
+            first = first_call_seconds(compiled, args)
             eager_s = median_call_seconds(fn, args, repeats=5)
             compiled_s = median_call_seconds(compiled, args, repeats=5)
             error = (fn(*args).double() - compiled(*args).double()).abs().max().item()

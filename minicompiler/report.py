@@ -25,6 +25,23 @@ class StageRecord:
     text: str = ""
     language: str = "python"  # how to highlight `text`: python | cpp | text
     notes: list[str] = field(default_factory=list)  # decisions made, one line each
+    node_lines: dict[str, int] = field(default_factory=dict)  # graph node name -> user source line
+
+
+@dataclass
+class TraceStep:
+    """The symbolic interpreter's state after one instruction (the bytecode stepper replays these)."""
+
+    offset: int
+    opname: str
+    argrepr: str
+    lineno: int | None
+    function: str
+    stack: list[str]  # symbolic stack, bottom first, e.g. ["TensorVariable(x: float32[8])"]
+    locals: dict[str, str]  # name -> symbolic value
+    guards: list[str]  # guards added so far
+    graph_nodes: list[str]  # graph so far, one printed line per node
+    status: str = "captured"  # captured | constant | break
 
 
 @dataclass
@@ -91,6 +108,7 @@ class CompileReport:
     source: str = ""
     frontend: str = "minicompiler"  # which capture made the graph: minicompiler | dynamo
     bytecode: list[InstructionInfo] = field(default_factory=list)
+    trace: list[TraceStep] = field(default_factory=list)
     graphs: list[GraphReport] = field(default_factory=list)
     graph_breaks: list[GraphBreakInfo] = field(default_factory=list)
     eager_fallback: str | None = None  # set when the whole call runs eagerly, with the reason
@@ -119,6 +137,7 @@ class CompileReport:
 
         fields = dict(data)
         fields["bytecode"] = [InstructionInfo(**i) for i in data["bytecode"]]
+        fields["trace"] = [TraceStep(**t) for t in data["trace"]]
         fields["graphs"] = [graph_report(g) for g in data["graphs"]]
         fields["graph_breaks"] = [GraphBreakInfo(**b) for b in data["graph_breaks"]]
         return CompileReport(**fields)
