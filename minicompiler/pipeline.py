@@ -24,7 +24,7 @@ from minicompiler.decompose import decompose
 from minicompiler.fuse import fuse
 from minicompiler.ir import Graph, graph_to_python, run_graph
 from minicompiler.report import GraphReport, StageRecord
-from minicompiler.reporting import describe_fusion, describe_kernels, describe_schedule
+from minicompiler.reporting import describe_fusion, describe_kernels, describe_schedule, node_lines
 from minicompiler.simplify import simplify_with_log
 
 BACKENDS = ("auto", "cpp", "triton", "eager")
@@ -60,15 +60,18 @@ def compile_graph(
     If code generation fails, `strict` re-raises the CodegenError; otherwise the graph runs with
     torch ops and the report says why."""
     report = GraphReport(backend)
-    report.stages.append(StageRecord("capture", capture_seconds, graph_to_python(graph)))
+    report.stages.append(
+        StageRecord("capture", capture_seconds, graph_to_python(graph), node_lines=node_lines(graph))
+    )
     artifacts: dict[str, Any] = {"capture": graph}
     if backend == "eager":
         return CompiledGraph(run_with_torch(graph), report, artifacts)
 
     primitives, record = _timed(report, "decompose", lambda: decompose(graph))
-    record.text = graph_to_python(primitives)
+    record.text, record.node_lines = graph_to_python(primitives), node_lines(primitives)
     (simplified, rewrites), record = _timed(report, "simplify", lambda: simplify_with_log(primitives))
     record.text, record.notes = graph_to_python(simplified), list(rewrites)
+    record.node_lines = node_lines(simplified)
     schedule, record = _timed(report, "fuse", lambda: fuse(simplified))
     record.text, record.language = describe_schedule(schedule), "text"
     report.fusion = describe_fusion(schedule)

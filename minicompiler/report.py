@@ -80,6 +80,10 @@ class KernelInfo:
     source_lines: list[str]  # "file:line  text" of the user code the kernel computes
     code: str = ""
     language: str = "text"
+    # Memory traffic where known: what the generated loops load and store, and the least any
+    # kernel computing these nodes must move (each input read once, each output written once).
+    bytes_moved: int | None = None
+    bytes_minimum: int | None = None
 
 
 @dataclass
@@ -92,6 +96,11 @@ class GraphReport:
     kernels: list[KernelInfo] = field(default_factory=list)
     fusion: list[FusionInfo] = field(default_factory=list)
     fallback: str | None = None  # why this graph runs with torch ops instead of generated code
+    # Training: the joint, forward and backward graphs (named stages), and the tensors the forward
+    # saves for the backward ("name: float32[8]"); empty when nothing needs a gradient.
+    autograd: list[StageRecord] = field(default_factory=list)
+    saved_tensors: list[str] = field(default_factory=list)
+    saved_bytes: dict[str, int] = field(default_factory=dict)  # where measured: {"eager": n, "compiled": n}
 
     def stage(self, name: str) -> StageRecord:
         for stage in self.stages:
@@ -115,6 +124,7 @@ class CompileReport:
     recompile_reason: str | None = None  # why this compilation happened when an earlier one existed
     compile_seconds: float = 0.0
     run_times: dict[str, float] = field(default_factory=dict)  # e.g. {"eager": s, "compiled": s}
+    run_samples: dict[str, list[float]] = field(default_factory=dict)  # seconds per call, repeated
 
     # -- serialization -----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -133,6 +143,9 @@ class CompileReport:
                 kernels=[KernelInfo(**k) for k in g["kernels"]],
                 fusion=[FusionInfo(**f) for f in g["fusion"]],
                 fallback=g["fallback"],
+                autograd=[StageRecord(**s) for s in g.get("autograd", [])],
+                saved_tensors=list(g.get("saved_tensors", [])),
+                saved_bytes=dict(g.get("saved_bytes", {})),
             )
 
         fields = dict(data)

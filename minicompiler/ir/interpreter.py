@@ -19,7 +19,7 @@ def run_graph(graph: Graph, *inputs: torch.Tensor) -> Any:
     placeholders = graph.inputs
     if len(inputs) != len(placeholders):
         raise TypeError(f"graph takes {len(placeholders)} inputs, got {len(inputs)}")
-    values: dict[Node, Any] = dict(zip(placeholders, inputs))
+    values: dict[Node, Any] = dict(zip(placeholders, inputs, strict=True))
 
     def value_of(arg: Any) -> Any:
         return values[arg] if isinstance(arg, Node) else arg

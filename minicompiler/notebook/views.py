@@ -1,114 +1,108 @@
 """Static HTML views of a CompileReport: readable without a kernel or JavaScript.
 
-Every view here renders the same CompileReport; the `%%compile` magic, `_repr_html_` and
-executed notebooks on GitHub all show this HTML.
+Every view renders the same CompileReport; the `%%compile` magic, `_repr_html_` and executed
+notebooks on GitHub all show this HTML. A view is a function `(report, prefix) -> html` (empty
+when the report has nothing for it); `prefix` keeps element ids of one report apart from another's.
+
+    report_to_html(report)                          # every view
+    report_to_html(report, ["source", "fusion"])    # some views
+    report_to_html(report, ["decompose"])           # a stage name: that stage, diffed
 """
 
 from __future__ import annotations
 
-import html
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from minicompiler.report import CompileReport, GraphReport, StageRecord
+from minicompiler.notebook.charts import break_even_table, memory_table, timing_table
+from minicompiler.notebook.graph_views import captured_section, passes_section, training_section
+from minicompiler.notebook.kernel_views import code_section, fusion_section, timing_section
+from minicompiler.notebook.markup import BREAK_BACKGROUND, anchor_prefix, esc, section
+from minicompiler.notebook.source_views import breaks_html, bytecode_section, guards_section, source_section
+from minicompiler.report import MIME_TYPE, CompileReport
 
-STYLE = """<style>
-.mc-report { font-family: system-ui, sans-serif; font-size: 13px; }
-.mc-report pre { background: #f7f7f9; padding: 6px 8px; overflow-x: auto; font-size: 12px; }
-.mc-report table { border-collapse: collapse; margin: 4px 0; }
-.mc-report td, .mc-report th { border: 1px solid #ddd; padding: 2px 6px; text-align: left; vertical-align: top; }
-.mc-break { background: #fff3cd; }
-.mc-refused { color: #a33; }
-.mc-fused { color: #2a7; }
-.mc-note { color: #555; }
-</style>"""
+View = Callable[[CompileReport, str], str]
 
 
-def highlight(code: str, language: str) -> str:
-    """Syntax-highlighted HTML for code, if pygments is installed; plain <pre> otherwise."""
-    try:
-        from pygments import highlight as pyg_highlight
-        from pygments.formatters import HtmlFormatter
-        from pygments.lexers import get_lexer_by_name
-    except ImportError:
-        return f"<pre>{html.escape(code)}</pre>"
-    lexer = get_lexer_by_name({"cpp": "cpp", "python": "python"}.get(language, "text"))
-    return pyg_highlight(code, lexer, HtmlFormatter(noclasses=True, nowrap=False))
+def _measured_section(report: CompileReport, prefix: str) -> str:
+    parts = []
+    if report.run_times:
+        parts.append(timing_table(report) + break_even_table(report))
+    if memory := memory_table(report):
+        parts.append("<p>memory traffic</p>" + memory)
+    return section("measured", "".join(parts)) if parts else ""
 
 
-def stage_html(stage: StageRecord) -> str:
-    notes = "".join(f"<li class='mc-note'>{html.escape(n)}</li>" for n in stage.notes)
-    return (
-        f"<details><summary><b>{html.escape(stage.name)}</b> "
-        f"({stage.seconds * 1000:.1f} ms)</summary>"
-        f"{highlight(stage.text, stage.language) if stage.text else ''}"
-        f"{f'<ul>{notes}</ul>' if notes else ''}</details>"
-    )
+# In display order. A name that is not here but names a stage ("decompose") shows that stage.
+VIEWS: dict[str, View] = {
+    "source": source_section,
+    "bytecode": bytecode_section,
+    "guards": guards_section,
+    "graph": captured_section,
+    "passes": passes_section,
+    "training": training_section,
+    "fusion": fusion_section,
+    "code": code_section,
+    "timing": timing_section,
+    "measured": _measured_section,
+}
 
 
-def fusion_html(graph: GraphReport) -> str:
-    if not graph.fusion:
-        return ""
-    rows = "".join(
-        f"<tr class='{'mc-fused' if f.fused else 'mc-refused'}'><td>{html.escape(f.producer)}</td>"
-        f"<td>{html.escape(f.consumer)}</td><td>{'fused' if f.fused else 'not fused'}</td>"
-        f"<td>{html.escape(f.reason)}</td></tr>"
-        for f in graph.fusion
-    )
-    return (
-        "<details><summary><b>fusion decisions</b></summary><table>"
-        f"<tr><th>producer</th><th>consumer</th><th>decision</th><th>reason</th></tr>{rows}</table></details>"
-    )
+class UnknownViewError(ValueError):
+    """A view name that is neither a view nor a stage of the report."""
 
 
-def kernels_html(graph: GraphReport) -> str:
-    if not graph.kernels:
-        return ""
-    rows = "".join(
-        f"<tr><td><code>{html.escape(k.name)}</code></td><td>{k.kind}</td>"
-        f"<td>{html.escape(', '.join(k.nodes))}</td>"
-        f"<td>{'<br>'.join(html.escape(s) for s in k.source_lines)}</td></tr>"
-        for k in graph.kernels
-    )
-    return (
-        "<table><tr><th>kernel</th><th>kind</th><th>graph nodes</th><th>from your code</th></tr>"
-        f"{rows}</table>"
-    )
+def stage_names(report: CompileReport) -> list[str]:
+    return list(dict.fromkeys(s.name for g in report.graphs for s in g.stages))
 
 
-def timing_html(graph: GraphReport) -> str:
-    cells = "".join(f"<td>{s.name}<br>{s.seconds * 1000:.1f} ms</td>" for s in graph.stages)
-    return f"<table><tr>{cells}</tr></table>"
+def check_views(report: CompileReport, views: Sequence[str]) -> None:
+    known = [*VIEWS, *stage_names(report)]
+    unknown = [v for v in views if v not in known]
+    if unknown:
+        raise UnknownViewError(f"unknown view(s) {', '.join(unknown)}; choose from {', '.join(known)}")
 
 
-def graph_html(index: int, graph: GraphReport) -> str:
-    guards = "".join(f"<li><code>{html.escape(g)}</code></li>" for g in graph.guards)
-    fallback = (
-        f"<p class='mc-break'>runs with torch ops: {html.escape(graph.fallback)}</p>" if graph.fallback else ""
-    )
-    return (
-        f"<h4>graph {index} &mdash; backend <code>{graph.backend}</code></h4>{fallback}"
-        f"{timing_html(graph)}{kernels_html(graph)}"
-        f"<details><summary><b>guards</b> ({len(graph.guards)})</summary><ul>{guards}</ul></details>"
-        + "".join(stage_html(s) for s in graph.stages)
-        + fusion_html(graph)
-    )
+def summary_html(report: CompileReport) -> str:
+    kernels = sum(len(g.kernels) for g in report.graphs)
+    line = (f"<b>minicompiler</b>: <code>{esc(report.function)}</code>"
+            + (f" ({esc(report.filename.rsplit('/', 1)[-1])}:{report.firstlineno})"
+               if report.filename else "")
+            + f" &mdash; {len(report.graphs)} graph(s), {kernels} kernel(s), "
+            f"compiled in {report.compile_seconds * 1000:.0f} ms")
+    recompiled = (f"<p style='background: {BREAK_BACKGROUND}'>recompiled because "
+                  f"{esc(report.recompile_reason)}</p>" if report.recompile_reason else "")
+    return f"<div>{line}</div>{recompiled}{breaks_html(report)}"
 
 
-def report_to_html(report: CompileReport) -> str:
-    parts = [STYLE, "<div class='mc-report'>"]
-    parts.append(
-        f"<b>minicompiler</b>: <code>{html.escape(report.function)}</code> "
-        f"({html.escape(report.filename)}:{report.firstlineno}), "
-        f"compiled in {report.compile_seconds * 1000:.0f} ms"
-    )
-    if report.recompile_reason:
-        parts.append(f"<p>recompiled because {html.escape(report.recompile_reason)}</p>")
-    if report.eager_fallback:
-        parts.append(f"<p class='mc-break'>runs eagerly: {html.escape(report.eager_fallback)}</p>")
-    for brk in report.graph_breaks:
-        parts.append(
-            f"<p class='mc-break'>graph break at {html.escape(brk.filename)}:{brk.lineno} "
-            f"<code>{html.escape(brk.line)}</code>: {html.escape(brk.reason)}</p>"
-        )
-    parts.extend(graph_html(i, g) for i, g in enumerate(report.graphs))
-    parts.append("</div>")
-    return "".join(parts)
+def report_to_html(report: CompileReport, views: Sequence[str] | None = None) -> str:
+    """The report as static HTML: a one-line summary (with graph breaks), then each view."""
+    prefix = anchor_prefix(report)
+    views = list(VIEWS) if views is None else list(views)
+    check_views(report, views)
+    stages = {v for v in views if v not in VIEWS}
+    parts = [VIEWS[v](report, prefix) for v in views if v in VIEWS]
+    if "capture" in stages and "graph" not in views:
+        parts.append(captured_section(report, prefix))
+    if stages - {"capture"}:
+        parts.append(passes_section(report, prefix, stages))
+    return (f"<div class='minicompiler-report' style='font-family: system-ui, sans-serif; font-size: 13px'>"
+            f"{summary_html(report)}{''.join(parts)}</div>")
+
+
+class ReportView:
+    """Displays some views of a report; the output also carries the report as JSON for the
+    JupyterLab extension (MIME type application/vnd.minicompiler.report+json)."""
+
+    def __init__(self, report: CompileReport, views: Sequence[str] | None = None):
+        if views is not None:
+            check_views(report, views)
+        self.report = report
+        self.views = None if views is None else list(views)
+
+    @property
+    def html(self) -> str:
+        return report_to_html(self.report, self.views)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {MIME_TYPE: self.report.to_dict(), "text/html": self.html, "text/plain": repr(self.report)}

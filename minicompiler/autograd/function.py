@@ -1,0 +1,102 @@
+"""Run a compiled forward/backward pair as one `torch.autograd.Function`.
+
+Torch autograd records the whole compiled graph as a single node: its forward runs the
+forward graph and keeps the saved tensors, its backward runs the backward graph. So
+`loss.backward()` and any optimizer work unchanged on compiled code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.autograd.function import once_differentiable
+
+from minicompiler.autograd.joint import JointGraph, differentiate
+from minicompiler.autograd.partition import SavedTensor, Strategy, partition
+from minicompiler.ir import Graph, Node, map_structure
+
+# A compiled graph: list of input tensors -> tuple of output tensors (the graph's flat outputs).
+Runner = Callable[[list[torch.Tensor]], Sequence[torch.Tensor]]
+
+
+class TrainableGraph:
+    """Call it with the list of input tensors; it returns what the original graph returns,
+    differentiable with respect to the inputs that were compiled as requiring grad."""
+
+    def __init__(self, forward_runner: Runner, backward_runner: Runner, joint: JointGraph, num_saved: int):
+        self.forward_runner = forward_runner
+        self.backward_runner = backward_runner
+        self.input_names = [p.name for p in joint.primals]
+        self.requires_grad = joint.requires_grad  # per input
+        self.differentiable = joint.differentiable  # per flat output
+        self.output_structure = joint.output_structure
+        self.num_saved = num_saved
+
+    def __call__(self, inputs: Sequence[torch.Tensor]) -> Any:
+        if len(inputs) != len(self.input_names):
+            raise TypeError(f"graph takes {len(self.input_names)} inputs, got {len(inputs)}")
+        if torch.is_grad_enabled():
+            for name, tensor, compiled_for in zip(self.input_names, inputs, self.requires_grad, strict=True):
+                if tensor.requires_grad and not compiled_for:
+                    raise ValueError(
+                        f"input {name} requires grad, but this graph was compiled without its gradient; "
+                        "recompile with requires_grad set for it"
+                    )
+        outputs = iter(_CompiledFunction.apply(self, *inputs))
+        return map_structure(lambda v: next(outputs) if isinstance(v, Node) else v, self.output_structure)
+
+
+class _CompiledFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, graph: TrainableGraph, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        results = tuple(graph.forward_runner(list(inputs)))
+        split = len(results) - graph.num_saved
+        outputs, saved = results[:split], results[split:]
+        ctx.graph = graph
+        ctx.save_for_backward(*saved)
+        # Integer/boolean outputs, and those no input gradient depends on, get no gradient.
+        ctx.mark_non_differentiable(*(o for o, d in zip(outputs, graph.differentiable, strict=True) if not d))
+        return outputs
+
+    @staticmethod
+    @once_differentiable  # the backward graph is not itself differentiated (no double backward)
+    def backward(ctx: Any, *output_grads: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        graph: TrainableGraph = ctx.graph
+        # Compiled code assumes contiguous inputs; autograd may hand us e.g. an expanded ones().
+        tangents = [g.contiguous() for g, d in zip(output_grads, graph.differentiable, strict=True) if d]
+        grads = iter(graph.backward_runner([*ctx.saved_tensors, *tangents]))
+        return (None, *(next(grads) if wanted else None for wanted in graph.requires_grad))
+
+
+def make_trainable(
+    forward_runner: Runner, backward_runner: Runner, joint: JointGraph, saved: list[SavedTensor]
+) -> TrainableGraph:
+    """Wrap the runners of a partitioned joint graph (see `partition`) for torch autograd."""
+    return TrainableGraph(forward_runner, backward_runner, joint, len(saved))
+
+
+@dataclass
+class CompiledTraining:
+    """The trainable callable, and the graphs made on the way (for the report)."""
+
+    run: TrainableGraph
+    joint: JointGraph
+    forward: Graph
+    backward: Graph
+    saved: list[SavedTensor]
+
+
+def compile_training(
+    graph: Graph,
+    requires_grad: Sequence[bool],
+    compile_graph: Callable[[Graph], Runner],
+    strategy: Strategy = "min_cut",
+) -> CompiledTraining:
+    """differentiate -> partition -> compile the forward and the backward -> make_trainable."""
+    joint = differentiate(graph, requires_grad)
+    forward, backward, saved = partition(joint, strategy)
+    run = make_trainable(compile_graph(forward), compile_graph(backward), joint, saved)
+    return CompiledTraining(run, joint, forward, backward, saved)

@@ -1,0 +1,119 @@
+"""Split a joint graph into a forward graph and a backward graph.
+
+    forward(*primals)             -> (*user outputs, *saved)
+    backward(*saved, *tangents)   -> (*gradients of the inputs that require grad)
+
+Everything the backward needs from the forward crosses over as a *saved* tensor, kept alive
+between the two calls. Which values to save is a memory/compute trade-off:
+
+  save_all  save every forward value the backward reads (what eager PyTorch does, and
+            torch's `default_partition`).
+  min_cut   save fewer bytes, recomputing cheap pointwise/view ops in the backward instead
+            (torch's `min_cut_rematerialization_partition`, in spirit): a minimum cut in the
+            data-flow graph, where cutting a value means saving it and costs its size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from minicompiler.autograd.joint import JointGraph
+from minicompiler.autograd.maxflow import Capacities, min_cut
+from minicompiler.autograd.subgraph import ancestors, extract
+from minicompiler.ir import OPS, Graph, Node
+
+Strategy = Literal["save_all", "min_cut"]
+
+
+@dataclass(frozen=True)
+class SavedTensor:
+    """A value the forward graph hands to the backward graph."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    nbytes: int
+
+    @staticmethod
+    def of(node: Node) -> SavedTensor:
+        return SavedTensor(node.name, node.meta.shape, node.meta.dtype, _nbytes(node))
+
+
+def partition(joint: JointGraph, strategy: Strategy = "min_cut") -> tuple[Graph, Graph, list[SavedTensor]]:
+    """The forward graph, the backward graph and the tensors saved between them."""
+    if strategy not in PARTITIONERS:
+        raise ValueError(f"unknown partition strategy {strategy!r}; choose one of {', '.join(PARTITIONERS)}")
+    saved = PARTITIONERS[strategy](joint)
+    forward = extract(joint.graph, joint.primals, [*joint.forward_outputs, *saved])
+    backward = extract(joint.graph, [*saved, *joint.tangents], joint.gradients)
+    return forward, backward, [SavedTensor.of(node) for node in saved]
+
+
+def save_all(joint: JointGraph) -> list[Node]:
+    """The values the forward computes anyway that the backward reads (in graph order)."""
+    forward = _forward_region(joint)
+    backward = ancestors(joint.gradients, stop_at=forward) - forward
+    read = {i for node in backward for i in node.inputs()} | set(joint.gradients)
+    return [node for node in joint.graph.nodes if node in forward and node in read]
+
+
+def save_min_cut(joint: JointGraph) -> list[Node]:
+    """The cheapest set of values to save so that the backward can compute all it needs.
+
+    Flow network (each value v split in two, v.in -> v.out, so that the edge between them
+    stands for v itself):
+      source -> v.in      infinite  v must come from the forward: an input, or a forward
+                                    reduction/extern (too costly to run twice)
+      v.in -> v.out       bytes(v)  cutting this edge = saving v
+      v.out -> u.in       infinite  u reads v (cutting data-flow edges is not an option)
+      v.out -> sink       infinite  a backward node (one that reads a tangent) reads v
+    A minimum cut separates the backward from the inputs at the lowest cost; values on the
+    sink side of it are recomputed in the backward from the saved ones.
+    """
+    after_tangents = _reads_tangents(joint)
+    forward = _forward_region(joint)
+    # Only values the backward needs that are computable from the primals alone matter.
+    needed = ancestors(joint.gradients)
+    candidates = [n for n in joint.graph.nodes if n in needed and n not in after_tangents]
+    is_candidate = set(candidates)
+    users = joint.graph.users()
+    gradients = set(joint.gradients)
+    capacities: Capacities = {}
+    for node in candidates:
+        capacities.setdefault((node, "in"), {})[(node, "out")] = _nbytes(node)
+        if node.op == "placeholder" or (node in forward and OPS[node.op].kind not in ("pointwise", "view")):
+            capacities.setdefault("source", {})[(node, "in")] = math.inf
+        out_edges = capacities.setdefault((node, "out"), {})
+        if node in gradients or any(user in after_tangents for user in users[node]):
+            out_edges["sink"] = math.inf
+        for user in users[node]:
+            if user in is_candidate:
+                out_edges[(user, "in")] = math.inf
+    source_side = min_cut(capacities, "source", "sink")
+    return [n for n in candidates if (n, "in") in source_side and (n, "out") not in source_side]
+
+
+PARTITIONERS: dict[str, Callable[[JointGraph], list[Node]]] = {"save_all": save_all, "min_cut": save_min_cut}
+
+
+def _forward_region(joint: JointGraph) -> set[Node]:
+    """The primals and every value the user outputs need: the forward computes these."""
+    return ancestors(joint.forward_outputs) | set(joint.primals)
+
+
+def _reads_tangents(joint: JointGraph) -> set[Node]:
+    """The tangents and every value computed from them: these only exist in the backward."""
+    reached = set(joint.tangents)
+    for node in joint.graph.compute_nodes():
+        if any(i in reached for i in node.inputs()):
+            reached.add(node)
+    return reached
+
+
+def _nbytes(node: Node) -> int:
+    return node.meta.numel * node.meta.dtype.itemsize

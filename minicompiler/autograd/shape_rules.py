@@ -1,0 +1,125 @@
+"""VJP rules of the reductions, views and extern calls: gradients that move data around.
+
+A reduction's gradient is spread back over the reduced dims; a view's gradient is the
+inverse view; a matrix product's gradients are matrix products.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minicompiler.autograd.vjp import Grads, GraphOps, normalize_dim, sum_to_size, vjp, zeros
+from minicompiler.ir import Node
+
+
+# --- reductions ----------------------------------------------------------------------------
+def _with_reduced_dims(ops: GraphOps, t: Node, x: Node, dims: tuple[int, ...], keepdim: bool) -> Node:
+    """Reshape a reduction's result `t` to x's rank, with size 1 in the reduced dims."""
+    reduced = {normalize_dim(d, x.meta.ndim) for d in dims} if dims else set(range(x.meta.ndim))
+    shape = tuple(1 if i in reduced else size for i, size in enumerate(x.meta.shape))
+    return t if keepdim or t.meta.shape == shape else ops.reshape(t, shape)
+
+
+@vjp("sum")  # d/dx sum(x) = 1 for every element: g is copied back over the reduced dims
+def vjp_sum(ops: GraphOps, g: Node, y: Node, x: Node, dims: tuple[int, ...], keepdim: bool = False) -> Grads:
+    return (ops.expand(_with_reduced_dims(ops, g, x, dims, keepdim), x.meta.shape),)
+
+
+@vjp("amax", "amin")  # g goes to the elements equal to the result, shared evenly among ties (as torch)
+def vjp_amax(ops: GraphOps, g: Node, y: Node, x: Node, dims: tuple[int, ...], keepdim: bool = False) -> Grads:
+    hits = ops.eq(x, _with_reduced_dims(ops, y, x, dims, keepdim))
+    count = ops.sum(ops.convert(hits, g.meta.dtype), dims, True)
+    share = ops.div(_with_reduced_dims(ops, g, x, dims, keepdim), count)
+    return (ops.where(hits, share, 0.0),)
+
+
+# --- views -----------------------------------------------------------------------------------
+@vjp("reshape")  # the gradient takes the input's shape back
+def vjp_reshape(ops: GraphOps, g: Node, y: Node, x: Node, shape: tuple[int, ...]) -> Grads:
+    return (ops.reshape(g, x.meta.shape),)
+
+
+@vjp("permute")  # the gradient is permuted back by the inverse permutation
+def vjp_permute(ops: GraphOps, g: Node, y: Node, x: Node, dims: tuple[int, ...]) -> Grads:
+    dims = tuple(normalize_dim(d, x.meta.ndim) for d in dims)
+    inverse = tuple(sorted(range(len(dims)), key=dims.__getitem__))
+    return (ops.permute(g, inverse),)
+
+
+@vjp("expand")  # every copy of an element contributes: sum over the expanded dims
+def vjp_expand(ops: GraphOps, g: Node, y: Node, x: Node, shape: tuple[int, ...]) -> Grads:
+    return (sum_to_size(ops, g, x.meta.shape),)
+
+
+@vjp("slice")  # x[start:end:step]: g goes back to the elements taken, zeros to the rest
+def vjp_slice(
+    ops: GraphOps, g: Node, y: Node, x: Node, dim: int, start: Any, end: Any, step: int = 1
+) -> Grads:
+    taken = range(x.meta.shape[dim])[start:end:step]  # Python resolves None, negatives and clamping
+
+    def zeros_along_dim(size: int) -> Node:
+        shape = (*x.meta.shape[:dim], size, *x.meta.shape[dim + 1 :])
+        return zeros(ops, shape, g.meta.dtype, g.meta.device)
+
+    if len(taken) == 0:
+        return (zeros_along_dim(x.meta.shape[dim]),)
+    if step > 1:  # interleave step-1 zeros after every element: (.., n, ..) -> (.., n * step, ..)
+        shape = g.meta.shape
+        column = ops.reshape(g, (*shape[: dim + 1], 1, *shape[dim + 1 :]))
+        gaps = zeros(ops, (*shape[: dim + 1], step - 1, *shape[dim + 1 :]), g.meta.dtype, g.meta.device)
+        spread = ops.cat([column, gaps], dim + 1)  # (.., n, step, ..)
+        g = ops.reshape(spread, (*shape[:dim], len(taken) * step, *shape[dim + 1 :]))
+        g = ops.slice(g, dim, 0, (len(taken) - 1) * step + 1)  # drop the gaps after the last element
+    after = x.meta.shape[dim] - taken.start - g.meta.shape[dim]
+    pieces = [zeros_along_dim(taken.start)] if taken.start else []
+    pieces += [g] + ([zeros_along_dim(after)] if after else [])
+    return (ops.cat(pieces, dim) if len(pieces) > 1 else g,)
+
+
+# --- extern calls ----------------------------------------------------------------------------
+def _transpose(ops: GraphOps, t: Node) -> Node:
+    """Swap the last two dims (the matrix transpose of a batch of matrices)."""
+    dims = list(range(t.meta.ndim))
+    dims[-2], dims[-1] = dims[-1], dims[-2]
+    return ops.permute(t, tuple(dims))
+
+
+@vjp("matmul")  # d(A @ B) = g @ B^T dA + A^T @ g dB
+def vjp_matmul(ops: GraphOps, g: Node, y: Node, a: Node, b: Node) -> Grads:
+    # torch.matmul treats a 1-D `a` as a row (1, k) and a 1-D `b` as a column (k, 1), then
+    # drops those dims from the result: do the same, and put them back into the gradients.
+    a2 = ops.reshape(a, (1, *a.meta.shape)) if a.meta.ndim == 1 else a
+    b2 = ops.reshape(b, (*b.meta.shape, 1)) if b.meta.ndim == 1 else b
+    g_shape = list(g.meta.shape) + ([1] if b.meta.ndim == 1 else [])
+    if a.meta.ndim == 1:
+        g_shape.insert(len(g_shape) - 1, 1)
+    g2 = ops.reshape(g, tuple(g_shape)) if tuple(g_shape) != g.meta.shape else g
+    grad_a = sum_to_size(ops, ops.matmul(g2, _transpose(ops, b2)), a2.meta.shape)  # batch dims broadcast
+    grad_b = sum_to_size(ops, ops.matmul(_transpose(ops, a2), g2), b2.meta.shape)
+    return (
+        grad_a if a2 is a else ops.reshape(grad_a, a.meta.shape),
+        grad_b if b2 is b else ops.reshape(grad_b, b.meta.shape),
+    )
+
+
+@vjp("addmm")  # addmm(bias, A, B) = beta bias + alpha A @ B
+def vjp_addmm(
+    ops: GraphOps, g: Node, y: Node, bias: Node, a: Node, b: Node, beta: float = 1, alpha: float = 1
+) -> Grads:
+    g_bias = g if beta == 1 else ops.mul(g, beta)
+    g_ab = g if alpha == 1 else ops.mul(g, alpha)
+    return g_bias, ops.matmul(g_ab, _transpose(ops, b)), ops.matmul(_transpose(ops, a), g_ab)
+
+
+@vjp("bmm")  # d(A @ B) = g @ B^T dA + A^T @ g dB, for each matrix of the batch
+def vjp_bmm(ops: GraphOps, g: Node, y: Node, a: Node, b: Node) -> Grads:
+    return ops.bmm(g, _transpose(ops, b)), ops.bmm(_transpose(ops, a), g)
+
+
+@vjp("cat")  # each input gets back its own slice of g
+def vjp_cat(ops: GraphOps, g: Node, y: Node, tensors: list[Node], dim: int = 0) -> Grads:
+    dim = normalize_dim(dim, y.meta.ndim)
+    starts = [0]
+    for t in tensors:
+        starts.append(starts[-1] + t.meta.shape[dim])
+    return (tuple(ops.slice(g, dim, start, end) for start, end in zip(starts, starts[1:], strict=False)),)

@@ -1,0 +1,18 @@
+"""Capture: turn a Python function or nn.Module into a Graph of torch-level ops, plus guards.
+
+A symbolic interpreter of CPython bytecode (TorchDynamo's job, in miniature). Read in order:
+`api.py` (the entry point), `frame.py` and `translator.py` (the frame and its loop), the
+`opcodes_*.py` families, the tracked values (`variables.py`, `tensor.py`, `objects.py`),
+`torch_ops.py` / `torch_views.py` (torch calls -> graph ops), `builder.py` and `guards.py`
+(graph inputs and the guards on them).
+"""
+
+from minicompiler.capture.api import CaptureResult, capture
+from minicompiler.capture.errors import Unsupported
+from minicompiler.capture.guards import Guard, first_failing_guard
+from minicompiler.capture.records import InstructionRecord
+from minicompiler.capture.sources import Source
+
+__all__ = [
+    "CaptureResult", "Guard", "InstructionRecord", "Source", "Unsupported", "capture", "first_failing_guard",
+]

@@ -1,0 +1,198 @@
+"""`CaptureState`: what every frame of one capture shares.
+
+It owns the graph being built, the guards, and the graph inputs with their sources. Its
+`wrap` turns a real Python value met during translation (an argument, a global, a module
+attribute) into a Variable, adding the guards that keep the graph valid: a tensor becomes a
+graph placeholder guarded on its metadata; a number becomes a constant guarded on its value;
+a module is guarded on its identity and its `training` flag.
+
+It also keeps the books that make in-place ops safe to capture: which tensors share memory.
+"""
+
+from __future__ import annotations
+
+import itertools
+import types
+from collections import Counter
+from typing import Any
+
+import torch
+from torch import nn
+
+from minicompiler.capture.builtins import is_builtin
+from minicompiler.capture.errors import Unsupported
+from minicompiler.capture.guards import (
+    Guard,
+    constant_guard,
+    id_guard,
+    keys_guard,
+    len_guard,
+    same_object_guard,
+    tensor_guard,
+    type_guard,
+)
+from minicompiler.capture.objects import (
+    BuiltinVariable,
+    NNModuleVariable,
+    ObjectVariable,
+    PythonModuleVariable,
+    TorchFunctionVariable,
+    UserFunctionVariable,
+    is_torch_function,
+)
+from minicompiler.capture.records import BytecodeLog
+from minicompiler.capture.sources import Source
+from minicompiler.capture.tensor import TensorVariable
+from minicompiler.capture.variables import (
+    ConstantVariable,
+    DictVariable,
+    ListVariable,
+    TupleVariable,
+    Variable,
+    constant,
+    is_constant,
+)
+from minicompiler.ir import Graph, Node, TensorMeta
+
+# Ops whose torch counterpart can return a view of (or the very same memory as) its input.
+ALIASING_OPS = {"reshape", "permute", "expand", "slice", "transpose", "unsqueeze", "squeeze", "select",
+                "contiguous"}
+MAX_INSTRUCTIONS = 200_000  # unrolling a loop past this is surely a mistake
+
+
+class CaptureState:
+    def __init__(self) -> None:
+        self.graph = Graph()
+        self.guards: list[Guard] = []
+        self.input_sources: list[Source] = []
+        self.log = BytecodeLog()
+        self.instructions_run = 0
+        self._guard_texts: set[str] = set()
+        self._wrapped: dict[int, tuple[Variable, Source | None]] = {}  # id(value) -> its Variable
+        self._alive: list[Any] = []  # keeps wrapped objects alive, so their ids stay unique
+        self._storage_of: dict[Node, int] = {}
+        self._tensors_in_storage: Counter[int] = Counter()
+        self._input_storages: set[int] = set()
+        self._storages = itertools.count()
+
+    def count_instruction(self) -> None:
+        self.instructions_run += 1
+        if self.instructions_run > MAX_INSTRUCTIONS:
+            raise Unsupported(f"the function runs more than {MAX_INSTRUCTIONS} instructions (a long loop?)")
+
+    def add_guard(self, guard: Guard, source: Source) -> None:
+        """Keep `guard` (once), unless `source` always gives the same object anyway."""
+        if not source.fixed and guard.description not in self._guard_texts:
+            self._guard_texts.add(guard.description)
+            self.guards.append(guard)
+
+    # -- real values -> Variables ---------------------------------------------------------
+    def wrap(self, value: Any, source: Source | None) -> Variable:
+        if is_constant(value):
+            if source is not None:
+                self.add_guard(constant_guard(source, value), source)
+            return ConstantVariable(value)
+        if id(value) in self._wrapped:  # one object reached two ways stays one Variable
+            var, first = self._wrapped[id(value)]
+            if source is not None and first is not None and source.path != first.path:
+                self.add_guard(same_object_guard(source, first), source)
+            return var
+        var = self._wrap_new(value, source)
+        self._wrapped[id(value)] = (var, source)
+        self._alive.append(value)
+        return var
+
+    def _wrap_new(self, value: Any, source: Source | None) -> Variable:
+        if isinstance(value, torch.Tensor):
+            return self._tensor_input(value, source)
+        if isinstance(value, types.ModuleType):
+            return PythonModuleVariable(value)  # not guarded: nobody rebinds `torch`
+        if source is not None and type(value) in (tuple, list, dict):
+            self.add_guard(type_guard(source, type(value)), source)
+            if type(value) is dict:
+                self.add_guard(keys_guard(source, list(value)), source)
+            else:
+                self.add_guard(len_guard(source, len(value)), source)
+        if type(value) in (tuple, list):
+            items = [self.wrap(v, source.item(i) if source else None) for i, v in enumerate(value)]
+            return TupleVariable(items, source) if type(value) is tuple else ListVariable(items, source)
+        if type(value) is dict:
+            if not all(is_constant(k) for k in value):
+                raise Unsupported("a dict with non-constant keys")
+            items = {k: self.wrap(v, source.item(k) if source else None) for k, v in value.items()}
+            return DictVariable(items, source)
+        if source is not None:  # the very same module / function / object next time
+            self.add_guard(id_guard(source, value), source)
+        if isinstance(value, nn.Module):
+            if source is not None:
+                training = source.attr("training")
+                self.add_guard(constant_guard(training, value.training), training)
+            return NNModuleVariable(value, source)
+        if is_builtin(value):
+            return BuiltinVariable(value)
+        if is_torch_function(value):
+            return TorchFunctionVariable(value)
+        if isinstance(value, types.FunctionType):
+            return UserFunctionVariable(value)
+        if isinstance(value, types.MethodType):
+            owner = self.wrap(value.__self__, source.attr("__self__") if source else None)
+            return UserFunctionVariable(value.__func__, self_var=owner)
+        return ObjectVariable(value, source)
+
+    def _tensor_input(self, value: torch.Tensor, source: Source | None) -> TensorVariable:
+        if source is None:
+            raise Unsupported("a tensor that comes from neither an argument, an attribute nor a global")
+        if type(value) not in (torch.Tensor, nn.Parameter) or value.layout != torch.strided:
+            raise Unsupported(f"{source} is a {type(value).__name__} with layout {value.layout}; "
+                              "only plain strided tensors are captured")
+        node = self.graph.placeholder(source.label or "input", TensorMeta.of(value))
+        self.add_guard(tensor_guard(source, value), source)
+        self.input_sources.append(source)
+        storage = next(self._storages)
+        self._input_storages.add(storage)
+        self._storage_of[node] = storage
+        self._tensors_in_storage[storage] += 1
+        return TensorVariable(node, storage)
+
+    # -- lowering results -> Variables ----------------------------------------------------
+    def wrap_result(self, result: Any) -> Variable:
+        if isinstance(result, Node):
+            return self._tensor_result(result)
+        if isinstance(result, (tuple, list)):
+            items = [self.wrap_result(r) for r in result]
+            if isinstance(result, list):
+                return ListVariable(items)
+            return TupleVariable(items, names=getattr(result, "_fields", None))
+        return constant(result)
+
+    def _tensor_result(self, node: Node) -> TensorVariable:
+        storage = self._storage_of.get(node)
+        if storage is None:
+            base = node  # a chain of views shares the memory of the first non-view
+            while base not in self._storage_of and base.op in ALIASING_OPS and isinstance(base.args[0], Node):
+                base = base.args[0]
+            storage = self._storage_of[base] if base in self._storage_of else next(self._storages)
+            self._storage_of[node] = storage
+        self._tensors_in_storage[storage] += 1
+        return TensorVariable(node, storage)
+
+    def mutate(self, var: Variable, node: Node, what: str) -> Variable:
+        """Capture an in-place op as a new value for `var`; only safe when nobody else can see
+        the old value: the tensor was made by this function and no view shares its memory."""
+        if not isinstance(var, TensorVariable):
+            raise Unsupported(f"{what} in place on {var.describe()}")
+        if var.storage in self._input_storages:
+            raise Unsupported(f"{what} changes a tensor from outside the function (input, parameter or "
+                              "global) in place")
+        if self._tensors_in_storage[var.storage] > 1:
+            raise Unsupported(f"{what} changes a tensor in place while a view of its memory exists")
+        old = var.node.meta
+        if node.meta.shape != old.shape:
+            raise Unsupported(f"{what} would change a tensor's shape in place")
+        if node.meta.dtype != old.dtype:
+            if not torch.can_cast(node.meta.dtype, old.dtype):
+                raise Unsupported(f"{what}: a {node.meta.dtype} result cannot go into a {old.dtype} tensor")
+            node = self.graph.call("convert", node, old.dtype)
+        var.node = node
+        self._storage_of[node] = var.storage
+        return var

@@ -1,0 +1,104 @@
+"""Guards: the assumptions a captured graph was specialised on.
+
+A graph is only valid for calls that look like the one it was captured from: same tensor
+shapes, strides, dtypes and devices (generated kernels bake them in), same Python constants,
+the same modules and globals. Each `Guard` re-reads one value through its `Source` and
+checks it. The runtime checks every guard on every call, so each check is one closure
+comparing tuples; all text is made once, when the guard is made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from minicompiler.capture.sources import Source
+from minicompiler.ir import TensorMeta
+
+
+@dataclass(frozen=True)
+class Guard:
+    kind: str  # "tensor" | "constant" | "id" | "type" | "len"
+    description: str  # "x: float32[1024] strides=(1,) cpu requires_grad=False"
+    source: str  # "args[0]"
+    predicate: Callable[[Any], bool] = field(compare=False, repr=False)
+    fetch: Callable[[tuple, dict], Any] = field(compare=False, repr=False)
+
+    def check(self, args: tuple, kwargs: dict) -> bool:
+        try:
+            return self.predicate(self.fetch(args, kwargs))
+        except (AttributeError, IndexError, KeyError, TypeError):
+            return False  # the value is not even there any more
+
+    def __str__(self) -> str:
+        return self.description
+
+
+def first_failing_guard(guards: Sequence[Guard], args: tuple, kwargs: dict) -> Guard | None:
+    for guard in guards:
+        if not guard.check(args, kwargs):
+            return guard
+    return None
+
+
+def tensor_guard(source: Source, tensor: torch.Tensor) -> Guard:
+    """Exact dtype, shape, strides, device and requires_grad."""
+    dtype, shape, strides = tensor.dtype, tuple(tensor.shape), tuple(tensor.stride())
+    device, requires_grad = tensor.device, tensor.requires_grad
+
+    def predicate(t: Any) -> bool:
+        return (
+            isinstance(t, torch.Tensor)
+            and t.dtype == dtype
+            and t.shape == shape
+            and t.stride() == strides
+            and t.device == device
+            and t.requires_grad == requires_grad
+        )
+
+    meta = TensorMeta.of(tensor)
+    layout = "contiguous" if tensor.is_contiguous() else f"strides={strides}"
+    who = source.label if source.path.startswith(("args[", "kwargs[")) else source.path  # "x", "self.w"
+    text = f"{who}: {meta} {layout} {device} requires_grad={requires_grad}"
+    return Guard("tensor", text, source.path, predicate, source.get)
+
+
+def constant_guard(source: Source, value: Any) -> Guard:
+    kind = type(value)
+    if value is None:
+        return Guard("constant", f"{source} is None", source.path, lambda v: v is None, source.get)
+    return Guard("constant", f"{source} == {value!r}", source.path,
+                 lambda v: type(v) is kind and v == value, source.get)
+
+
+def id_guard(source: Source, value: Any) -> Guard:
+    """The very same object (a module, a function, a global)."""
+    return Guard("id", f"id({source}) == {id(value)}", source.path, lambda v: v is value, source.get)
+
+
+def same_object_guard(source: Source, first: Source) -> Guard:
+    """Two sources still hold one object (a tensor passed twice, tied weights)."""
+    get_first = first.get
+    text = f"{source} is {first}"
+
+    def check_both(args: tuple, kwargs: dict) -> Any:
+        return source.get(args, kwargs) is get_first(args, kwargs)
+
+    return Guard("id", text, source.path, lambda same: same, check_both)
+
+
+def type_guard(source: Source, kind: type) -> Guard:
+    return Guard("type", f"type({source}) is {kind.__qualname__}", source.path,
+                 lambda v: type(v) is kind, source.get)
+
+
+def len_guard(source: Source, length: int) -> Guard:
+    return Guard("len", f"len({source}) == {length}", source.path, lambda v: len(v) == length, source.get)
+
+
+def keys_guard(source: Source, keys: list[Any]) -> Guard:
+    """A dict with the same keys in the same order."""
+    return Guard("len", f"list({source}) == {keys!r}", source.path, lambda v: list(v) == keys, source.get)

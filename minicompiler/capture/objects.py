@@ -1,0 +1,263 @@
+"""Callables and objects: user functions (inlined), torch functions, builtins, modules.
+
+- `UserFunctionVariable`: a Python function written by the user; calling it runs its
+  bytecode in a nested translator (inlining), so its tensor ops land in the same graph.
+- `TorchFunctionVariable`: `torch.cos`, `F.gelu`, ...: lowered through the op tables.
+- `BuiltinVariable`: `len`, `range`, `math.sqrt`, ...: see `builtins.py`.
+- `ObjectVariable`: any other object (a config, a class); attributes are read for real and
+  guarded. `NNModuleVariable` adds parameters, submodules and calling `forward`.
+- `PythonModuleVariable`: a Python module such as `torch` or `math` used as a namespace.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from torch import nn
+
+from minicompiler.capture.builtins import call_builtin
+from minicompiler.capture.errors import Unsupported
+from minicompiler.capture.nn_modules import MODULE_LOWERINGS
+from minicompiler.capture.sources import Source, cell_source, fixed_source
+from minicompiler.capture.tensor import call_torch_function
+from minicompiler.capture.variables import (
+    CellVariable,
+    ConstantVariable,
+    DictVariable,
+    TupleVariable,
+    Variable,
+)
+
+if TYPE_CHECKING:
+    from minicompiler.capture.frame import Tracer
+
+_LIBRARIES = {
+    "torch", "math", "operator", "numpy", "builtins", "functools", "itertools", "typing", "collections",
+}
+
+
+class UserFunctionVariable(Variable):
+    """A Python function to inline. `self_var` makes it a bound method; `closure` holds the
+    cells of a function made by MAKE_FUNCTION inside the captured code."""
+
+    def __init__(self, fn: types.FunctionType, self_var: Variable | None = None,
+                 closure: list[CellVariable] | None = None) -> None:
+        self.fn, self.self_var, self.closure = fn, self_var, closure
+
+    def python_type(self) -> type:
+        return types.FunctionType if self.self_var is None else types.MethodType
+
+    def describe(self) -> str:
+        return f"the function {self.fn.__qualname__}"
+
+    def as_python(self) -> Any:
+        return self.fn
+
+    def call(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return tx.inline_call(self, args, kwargs)
+
+    def bind(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> dict[str, Variable]:
+        """The callee's starting locals: Python's own argument binding, defaults included."""
+        if self.self_var is not None:
+            args = [self.self_var, *args]
+        signature = inspect.signature(self.fn, follow_wrapped=False)
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise Unsupported(f"calling {self.describe()}: {e}") from e
+        bound.apply_defaults()
+        code_names = self.fn.__code__.co_varnames
+        local: dict[str, Variable] = {}
+        for name, value in bound.arguments.items():
+            kind = signature.parameters[name].kind
+            if kind is inspect.Parameter.VAR_POSITIONAL:
+                value = TupleVariable([self._tracked(tx, v) for v in value])
+            elif kind is inspect.Parameter.VAR_KEYWORD:
+                value = DictVariable({k: self._tracked(tx, v) for k, v in value.items()})
+            else:
+                value = self._tracked(tx, value)
+            # inspect renames a comprehension's hidden `.0` argument to `implicit0`
+            local[name if name in code_names else "." + name.removeprefix("implicit")] = value
+        return local
+
+    def _tracked(self, tx: Tracer, value: Any) -> Variable:
+        if isinstance(value, Variable):
+            return value
+        # a default argument value: fixed for the function's lifetime (the function is guarded)
+        return tx.state.wrap(value, fixed_source(value, f"{self.fn.__qualname__}.__defaults__"))
+
+    def closure_cells(self) -> dict[str, CellVariable]:
+        names = self.fn.__code__.co_freevars
+        if self.closure is not None:
+            return dict(zip(names, self.closure, strict=True))
+        cells = self.fn.__closure__ or ()
+        return {name: CellVariable(real_cell=cell, source=cell_source(cell, name, self.fn.__qualname__))
+                for name, cell in zip(names, cells, strict=True)}
+
+
+class TorchFunctionVariable(Variable):
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def describe(self) -> str:
+        return f"the torch function {getattr(self.fn, '__name__', self.fn)}"
+
+    def as_python(self) -> Any:
+        return self.fn
+
+    def call(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return call_torch_function(tx, self.fn, args, kwargs)
+
+
+class BuiltinVariable(Variable):
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def describe(self) -> str:
+        return f"the builtin {getattr(self.fn, '__name__', self.fn)}"
+
+    def as_python(self) -> Any:
+        return self.fn
+
+    def call(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return call_builtin(tx, self.fn, args, kwargs)
+
+
+class ObjectVariable(Variable):
+    """An object known at capture time; reading its attributes reads the real ones."""
+
+    def __init__(self, value: Any, source: Source | None = None) -> None:
+        self.value, self.source = value, source
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def describe(self) -> str:
+        name = self.value.__name__ if isinstance(self.value, type) else type(self.value).__name__
+        return f"{self.source} ({name})" if self.source is not None else f"a {name}"
+
+    def as_python(self) -> Any:
+        return self.value
+
+    def getattr(self, tx: Tracer, name: str) -> Variable:
+        try:
+            static = inspect.getattr_static(self.value, name)
+        except AttributeError:
+            raise Unsupported(f"{self.describe()} has no attribute {name!r}") from None
+        if not isinstance(self.value, type):  # methods and properties are looked up on the class
+            if isinstance(static, property) and static.fget is not None:
+                return UserFunctionVariable(static.fget, self_var=self).call(tx, [], {})
+            if isinstance(static, types.FunctionType) and name not in getattr(self.value, "__dict__", {}):
+                return UserFunctionVariable(static, self_var=self)
+        if isinstance(static, classmethod):
+            owner = self.value if isinstance(self.value, type) else type(self.value)
+            return UserFunctionVariable(static.__func__, self_var=tx.state.wrap(owner, None))
+        return tx.state.wrap(getattr(self.value, name), self.source.attr(name) if self.source else None)
+
+    def call(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if isinstance(self.value, type):
+            raise Unsupported(f"creating a {self.value.__name__} object inside the function")
+        call = inspect.getattr_static(type(self.value), "__call__", None)
+        if isinstance(call, types.FunctionType):
+            return UserFunctionVariable(call, self_var=self).call(tx, args, kwargs)
+        return super().call(tx, args, kwargs)
+
+
+class PythonModuleVariable(Variable):
+    """`torch`, `math`, `F`, or a user's helper module, used as a namespace."""
+
+    def __init__(self, module: types.ModuleType) -> None:
+        self.module = module
+
+    def python_type(self) -> type:
+        return types.ModuleType
+
+    def describe(self) -> str:
+        return f"the module {self.module.__name__}"
+
+    def as_python(self) -> Any:
+        return self.module
+
+    def getattr(self, tx: Tracer, name: str) -> Variable:
+        if not hasattr(self.module, name):
+            raise Unsupported(f"module {self.module.__name__} has no attribute {name!r}")
+        value = getattr(self.module, name)
+        if self.module.__name__.split(".")[0] in _LIBRARIES:
+            return tx.state.wrap(value, None)  # library contents do not change between calls
+        return tx.state.wrap(value, fixed_source(self.module, self.module.__name__).attr(name))
+
+
+class NNModuleVariable(ObjectVariable):
+    """An nn.Module: parameters and buffers become graph inputs, submodules more modules.
+    Calling a built-in module maps it to its functional form (`nn.Linear` -> `F.linear`);
+    calling any other module inlines its `forward`."""
+
+    value: nn.Module
+
+    def getattr(self, tx: Tracer, name: str) -> Variable:
+        for table in ("_parameters", "_buffers", "_modules"):
+            members = getattr(self.value, table)
+            if name in members:
+                source = self.source.module_member(table, name) if self.source else None
+                return tx.state.wrap(members[name], source)
+        return super().getattr(tx, name)
+
+    def call(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        module = self.value
+        _check_no_hooks(module, str(self.source))
+        lowering = MODULE_LOWERINGS.get(type(module))
+        if lowering is not None:
+            return lowering(tx, self, *args, **kwargs)
+        if "forward" in module.__dict__ or type(module).__call__ is not nn.Module.__call__:
+            raise Unsupported(f"{self.describe()} replaces forward or __call__")
+        return UserFunctionVariable(type(module).forward, self_var=self).call(tx, args, kwargs)
+
+    def children(self) -> list[tuple[str, nn.Module]]:
+        if not isinstance(self.value, (nn.Sequential, nn.ModuleList, nn.ModuleDict)):
+            raise Unsupported(f"iterating over {self.describe()}")
+        return list(self.value._modules.items())
+
+    def iterate(self, tx: Tracer) -> list[Variable]:
+        if isinstance(self.value, nn.ModuleDict):
+            return [ConstantVariable(name) for name, _ in self.children()]
+        return [self.getattr(tx, name) for name, _ in self.children()]
+
+    def length(self) -> int:
+        return len(self.children())
+
+    def getitem(self, tx: Tracer, key: Variable) -> Variable:
+        names = [name for name, _ in self.children()]
+        k = key.as_python()
+        if isinstance(self.value, nn.ModuleDict):
+            return self.getattr(tx, k)
+        if not isinstance(k, int) or not -len(names) <= k < len(names):
+            raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
+        return self.getattr(tx, names[k])
+
+
+def _check_no_hooks(module: nn.Module, where: str) -> None:
+    from torch.nn.modules import module as module_globals
+
+    hooks = [module._forward_hooks, module._forward_pre_hooks, module._backward_hooks,
+             getattr(module_globals, "_global_forward_hooks", {}),
+             getattr(module_globals, "_global_forward_pre_hooks", {})]
+    if any(hooks):
+        raise Unsupported(f"the module {where} has hooks, which capture does not run yet")
+
+
+def is_torch_function(value: Any) -> bool:
+    """torch.cos, F.gelu, torch.nn.functional.layer_norm, torch.special.erf, ..."""
+    if not isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
+        return False
+    module = getattr(value, "__module__", None) or ""
+    return module == "torch" or (module.startswith("torch.") and not module.startswith("torch.nn.modules"))
+

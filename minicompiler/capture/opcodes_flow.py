@@ -1,0 +1,108 @@
+"""Opcodes that move the instruction pointer: jumps, `if`, loops, `return`, and the ones
+that end a capture. Mixed into `InstructionTranslator`.
+
+A jump on a Python value is simply taken or not, so the graph holds one path; a jump on a
+tensor's value would need both and raises Unsupported (in `TensorVariable.truth`). Loops
+run to the end at capture time: the graph holds the loop unrolled.
+"""
+
+from __future__ import annotations
+
+import dis
+
+from minicompiler.capture.errors import Unsupported
+from minicompiler.capture.frame import PY312, PY313, Frame
+from minicompiler.capture.variables import NULL, IteratorVariable, Variable
+
+
+class FlowOpcodes(Frame):
+    def JUMP_FORWARD(self, inst: dis.Instruction) -> None:
+        self.jump(inst)
+
+    JUMP_BACKWARD = JUMP_BACKWARD_NO_INTERRUPT = JUMP = JUMP_FORWARD
+
+    def POP_JUMP_IF_FALSE(self, inst: dis.Instruction) -> None:
+        if not self.pop().truth():
+            self.jump(inst)
+
+    def POP_JUMP_IF_TRUE(self, inst: dis.Instruction) -> None:
+        if self.pop().truth():
+            self.jump(inst)
+
+    def POP_JUMP_IF_NONE(self, inst: dis.Instruction) -> None:
+        if _is_none(self.pop()):
+            self.jump(inst)
+
+    def POP_JUMP_IF_NOT_NONE(self, inst: dis.Instruction) -> None:
+        if not _is_none(self.pop()):
+            self.jump(inst)
+
+    # 3.11 spells the direction out
+    POP_JUMP_FORWARD_IF_FALSE = POP_JUMP_BACKWARD_IF_FALSE = POP_JUMP_IF_FALSE
+    POP_JUMP_FORWARD_IF_TRUE = POP_JUMP_BACKWARD_IF_TRUE = POP_JUMP_IF_TRUE
+    POP_JUMP_FORWARD_IF_NONE = POP_JUMP_BACKWARD_IF_NONE = POP_JUMP_IF_NONE
+    POP_JUMP_FORWARD_IF_NOT_NONE = POP_JUMP_BACKWARD_IF_NOT_NONE = POP_JUMP_IF_NOT_NONE
+
+    def JUMP_IF_FALSE_OR_POP(self, inst: dis.Instruction) -> None:  # 3.11: `a and b`
+        if not self.stack[-1].truth():
+            self.jump(inst)
+        else:
+            self.pop()
+
+    def JUMP_IF_TRUE_OR_POP(self, inst: dis.Instruction) -> None:  # 3.11: `a or b`
+        if self.stack[-1].truth():
+            self.jump(inst)
+        else:
+            self.pop()
+
+    # -- loops ----------------------------------------------------------------------------
+    def GET_ITER(self, inst: dis.Instruction) -> None:
+        iterable = self.pop()
+        if not isinstance(iterable, IteratorVariable):
+            iterable = IteratorVariable(iterable.iterate(self))
+        self.push(iterable)
+
+    def FOR_ITER(self, inst: dis.Instruction) -> None:
+        iterator = self.stack[-1]
+        assert isinstance(iterator, IteratorVariable)
+        item = iterator.next_item()
+        if item is not None:
+            self.push(item)
+            return
+        # Exhausted. 3.11 pops the iterator and jumps past the loop. 3.12+ jump to END_FOR,
+        # which pops the iterator and (as documented) one more value: we push a stand-in.
+        if PY312:
+            self.push(NULL)
+        else:
+            self.pop()
+        self.jump(inst)
+
+    def END_FOR(self, inst: dis.Instruction) -> None:
+        self.pop_n(1 if PY313 else 2)  # 3.13 follows END_FOR with a POP_TOP of its own
+
+    # -- returns --------------------------------------------------------------------------
+    def RETURN_VALUE(self, inst: dis.Instruction) -> None:
+        self.return_value = self.pop()
+
+    def RETURN_CONST(self, inst: dis.Instruction) -> None:
+        self.return_value = self.state.wrap(inst.argval, None)
+
+    # -- what ends a capture --------------------------------------------------------------
+    def RAISE_VARARGS(self, inst: dis.Instruction) -> None:
+        raise Unsupported("a `raise` statement was reached")
+
+    def LOAD_ASSERTION_ERROR(self, inst: dis.Instruction) -> None:
+        raise Unsupported("an assert failed at capture time")
+
+    def RETURN_GENERATOR(self, inst: dis.Instruction) -> None:
+        raise Unsupported("generators are not captured")
+
+    def BEFORE_WITH(self, inst: dis.Instruction) -> None:
+        raise Unsupported("`with` blocks are not captured yet")
+
+    def IMPORT_NAME(self, inst: dis.Instruction) -> None:
+        raise Unsupported("`import` inside the function is not captured yet")
+
+
+def _is_none(value: Variable) -> bool:
+    return value.python_type() is type(None)

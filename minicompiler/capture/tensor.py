@@ -1,0 +1,147 @@
+"""Tensors in the symbolic interpreter, and the calls that turn torch code into graph nodes.
+
+A `TensorVariable` stands for a tensor that will exist when the graph runs: it holds the
+graph `Node` that computes it. Calling a torch function or a Tensor method on one looks the
+callable up in the lowering tables (`torch_ops.py`, `torch_views.py`); anything else in the
+torch namespace becomes an extern `torch_call` node if it can run on meta tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from minicompiler.capture.errors import Unsupported
+from minicompiler.capture.torch_ops import TENSOR_METHODS, TORCH_FUNCTIONS, InPlace, Lowering, extern
+from minicompiler.capture.torch_views import TENSOR_PROPERTIES, index, select
+from minicompiler.capture.variables import (
+    ConstantVariable,
+    DictVariable,
+    MethodVariable,
+    SequenceVariable,
+    Variable,
+)
+from minicompiler.ir import Node
+
+if TYPE_CHECKING:
+    from minicompiler.capture.frame import Tracer
+
+
+class TensorVariable(Variable):
+    """A tensor: the `node` that computes it, and the `storage` it lives in.
+
+    Tensors that share memory (a tensor and its views) share a `storage` number; the capture
+    state uses it to decide when an in-place op may be captured as a new value.
+    In-place ops replace `node`, so every reference to this object sees the new value."""
+
+    def __init__(self, node: Node, storage: int) -> None:
+        self.node, self.storage = node, storage
+
+    def python_type(self) -> type:
+        return torch.Tensor
+
+    def describe(self) -> str:
+        return f"a tensor {self.node.meta}"
+
+    def has_tensor(self) -> bool:
+        return True
+
+    def truth(self) -> bool:
+        raise Unsupported("branching on a tensor's value (data-dependent control flow)")
+
+    def length(self) -> int:
+        if not self.node.meta.shape:
+            raise Unsupported("len() of a 0-d tensor")
+        return self.node.meta.shape[0]
+
+    def getattr(self, tx: Tracer, name: str) -> Variable:
+        if name in TENSOR_PROPERTIES:
+            return apply_lowering(tx, TENSOR_PROPERTIES[name], f"Tensor.{name}", [self], {})
+        if name in ("grad", "data", "grad_fn", "requires_grad", "is_leaf"):
+            raise Unsupported(f"reading Tensor.{name} (autograd state) inside the function")
+        if not callable(getattr(torch.Tensor, name, None)):
+            raise Unsupported(f"Tensor has no attribute {name!r} that capture knows")
+        return MethodVariable(self, name)
+
+    def call_method(self, tx: Tracer, name: str, args: list[Variable],
+                    kwargs: dict[str, Variable]) -> Variable:
+        lowering = method_lowering(name)
+        if lowering is None and name.endswith("_") and (base := method_lowering(name[:-1])) is not None:
+            # x.add_(y): compute x.add(y), then make it x's new value (if that is safe)
+            lowering = _in_place(base)
+        if lowering is None:
+            raise Unsupported(f"Tensor.{name}() is not supported")
+        return apply_lowering(tx, lowering, f"Tensor.{name}()", [self, *args], kwargs)
+
+    def iterate(self, tx: Tracer) -> list[Variable]:
+        return [apply_lowering(tx, select, "iterating over a tensor", [self, ConstantVariable(0),
+                                                                        ConstantVariable(i)], {})
+                for i in range(self.length())]
+
+    def getitem(self, tx: Tracer, key: Variable) -> Variable:
+        return apply_lowering(tx, index, "indexing a tensor", [self, key], {})
+
+
+def method_lowering(name: str) -> Lowering | None:
+    """The lowering for `x.name(...)`: from the table, else torch.name(x, ...) kept whole
+    (or the method itself, for methods with no torch.* twin such as `x.repeat`)."""
+    if name in TENSOR_METHODS:
+        return TENSOR_METHODS[name]
+    if name.startswith("_") or name.endswith("_"):
+        return None
+    fn = getattr(torch, name, None)
+    if not callable(fn) or isinstance(fn, type):
+        fn = getattr(torch.Tensor, name, None)
+    if callable(fn) and not isinstance(fn, type):
+        return lambda g, *args, **kwargs: extern(g, fn, *args, **kwargs)
+    return None
+
+
+def _in_place(lowering: Lowering) -> Lowering:
+    return lambda g, *args, **kwargs: InPlace(lowering(g, *args, **kwargs))
+
+
+def call_torch_function(tx: Tracer, fn: Callable[..., Any], args: list[Variable],
+                        kwargs: dict[str, Variable]) -> Variable:
+    name = f"{getattr(fn, '__module__', None) or 'torch'}.{getattr(fn, '__name__', fn)}"
+    what = f"{name.replace('torch._C._nn', 'torch.nn.functional')}()"
+    lowering = TORCH_FUNCTIONS.get(fn)
+    if lowering is None:
+        if getattr(fn, "__name__", "").endswith("_"):
+            raise Unsupported(f"{what} changes its argument in place and is not in the op table")
+        lowering = lambda g, *a, **k: extern(g, fn, *a, **k)
+    return apply_lowering(tx, lowering, what, args, kwargs)
+
+
+def to_argument(var: Variable, what: str) -> Any:
+    """A Variable as a lowering sees it: tensors as their Node, containers and constants as
+    Python values."""
+    if isinstance(var, TensorVariable):
+        return var.node
+    if isinstance(var, SequenceVariable):
+        items = [to_argument(item, what) for item in var.items]
+        return items if var.python_type() is list else tuple(items)
+    if isinstance(var, DictVariable):
+        return {k: to_argument(v, what) for k, v in var.items.items()}
+    if isinstance(var, ConstantVariable):
+        return var.value
+    raise Unsupported(f"{what} was given {var.describe()}")
+
+
+def apply_lowering(tx: Tracer, lowering: Lowering, what: str, args: list[Variable],
+                   kwargs: dict[str, Variable]) -> Variable:
+    values = [to_argument(a, what) for a in args]
+    kw_values = {k: to_argument(v, what) for k, v in kwargs.items()}
+    try:
+        result = lowering(tx.state.graph, *values, **kw_values)
+    except Unsupported:
+        raise
+    except (RuntimeError, TypeError, ValueError, IndexError, KeyError) as e:
+        # torch (running on meta tensors) or Python argument binding rejected the call;
+        # eager will raise the same error with the user's own traceback.
+        raise Unsupported(f"{what} failed at capture time: {e}") from e
+    if isinstance(result, InPlace):
+        return tx.state.mutate(args[0], result.node, what)
+    return tx.state.wrap_result(result)

@@ -1,0 +1,348 @@
+"""The mapping table from torch callables to graph ops: arithmetic, reductions, nn.functional.
+
+Each lowering is a plain Python function with the torch function's own signature, so Python
+itself binds the user's positional and keyword arguments; the body normalises them (dims to
+sorted non-negative tuples, defaults made explicit) and adds nodes with `g.call`. Arguments
+arrive already unwrapped: a tensor is the graph `Node` that will hold it (its `.meta` says
+its shape and dtype), anything else is a plain Python value.
+
+    @lowers(torch.mean, methods=["mean"])
+    def mean(g, x, dim=None, keepdim=False, *, dtype=None): ...
+
+registers `torch.mean(x, ...)` and `x.mean(...)` at once. Shape, view and indexing
+lowerings live in `torch_views.py`; `dispatch.py` looks both tables up.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from minicompiler.capture.errors import Unsupported
+from minicompiler.ir import Graph, Node
+
+Lowering = Callable[..., Any]
+TORCH_FUNCTIONS: dict[Callable[..., Any], Lowering] = {}  # torch.cos -> lowering
+TENSOR_METHODS: dict[str, Lowering] = {}  # "cos" (as in x.cos()) -> lowering
+
+
+def lowers(*functions: Callable[..., Any], methods: Iterable[str] = ()) -> Callable[[Lowering], Lowering]:
+    def register(lowering: Lowering) -> Lowering:
+        for fn in functions:
+            TORCH_FUNCTIONS[fn] = lowering
+        for name in methods:
+            TENSOR_METHODS[name] = lowering
+        return lowering
+
+    return register
+
+
+@dataclass
+class InPlace:
+    """A lowering's answer for an in-place op: `node` is the new value of its first argument."""
+
+    node: Node
+
+
+def maybe_inplace(node: Node, inplace: bool) -> Node | InPlace:
+    return InPlace(node) if inplace else node
+
+
+def extern(g: Graph, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Node:
+    """Keep a torch function whole: a `torch_call` node, run by torch itself."""
+    return g.call("torch_call", fn, *args, **kwargs)
+
+
+# --- dim helpers -------------------------------------------------------------------------
+def norm_dim(dim: int, ndim: int) -> int:
+    """-1 -> ndim-1. A 0-d tensor accepts dim 0 and -1, as in torch."""
+    size = max(ndim, 1)
+    if not -size <= dim < size:
+        raise Unsupported(f"dim {dim} is out of range for a {ndim}-d tensor")
+    return dim % size
+
+
+def reduce_dims(x: Node, dim: Any) -> tuple[int, ...]:
+    """A reduction's `dim` argument as a sorted tuple of non-negative ints (None/() = all)."""
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        return tuple(range(x.meta.ndim))
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    return tuple(sorted({norm_dim(d, x.meta.ndim) for d in dims}))
+
+
+# --- pointwise ---------------------------------------------------------------------------
+def _unary(op: str) -> Lowering:
+    return lambda g, x: g.call(op, x)
+
+
+def _binary(op: str) -> Lowering:
+    return lambda g, x, other: g.call(op, x, other)
+
+
+_UNARY = [
+    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "erf", "log1p",
+    "expm1", "reciprocal", "floor", "ceil", "trunc", "sign", "logical_not", "sigmoid", "relu",
+    "square",
+]
+for _name in _UNARY:
+    lowers(getattr(torch, _name), methods=[_name])(_unary(_name))
+lowers(torch.negative, methods=["negative"])(TORCH_FUNCTIONS[torch.neg])
+lowers(torch.absolute, methods=["absolute"])(TORCH_FUNCTIONS[torch.abs])
+lowers(F.sigmoid)(TORCH_FUNCTIONS[torch.sigmoid])
+lowers(F.tanh)(TORCH_FUNCTIONS[torch.tanh])
+
+
+def _with_alpha(op: str) -> Lowering:
+    """add / sub: x + alpha * other."""
+    return lambda g, x, other, *, alpha=1: g.call(op, x, other if alpha == 1 else g.call("mul", other, alpha))
+
+
+lowers(torch.add, methods=["add"])(_with_alpha("add"))
+lowers(torch.sub, torch.subtract, methods=["sub", "subtract"])(_with_alpha("sub"))
+
+
+@lowers(torch.div, torch.divide, torch.true_divide, methods=["div", "divide", "true_divide"])
+def div(g: Graph, x: Any, other: Any, *, rounding_mode: str | None = None) -> Node:
+    if rounding_mode is not None:  # "floor"/"trunc" division: rare enough to keep whole
+        return extern(g, torch.div, x, other, rounding_mode=rounding_mode)
+    return g.call("div", x, other)
+
+
+_BINARY = {
+    "mul": [torch.mul, torch.multiply], "pow": [torch.pow], "maximum": [torch.maximum],
+    "minimum": [torch.minimum], "eq": [torch.eq], "ne": [torch.ne, torch.not_equal],
+    "lt": [torch.lt, torch.less], "le": [torch.le, torch.less_equal], "gt": [torch.gt, torch.greater],
+    "ge": [torch.ge, torch.greater_equal], "logical_and": [torch.logical_and],
+    "logical_or": [torch.logical_or], "remainder": [torch.remainder],
+}
+for _name, _fns in _BINARY.items():
+    _method_names = [_name] + [f.__name__ for f in _fns if f.__name__ != _name]
+    lowers(*_fns, methods=_method_names)(_binary(_name))
+
+
+@lowers(torch.where, methods=["where"])
+def where(g: Graph, condition: Any, x: Any = None, other: Any = None) -> Node:
+    if x is None:  # torch.where(cond) lists the indices: its size depends on the data
+        raise Unsupported("torch.where(condition) with one argument has a data-dependent shape")
+    return g.call("where", condition, x, other)
+
+
+@lowers(torch.clamp, torch.clip, methods=["clamp", "clip"])
+def clamp(g: Graph, x: Node, min: Any = None, max: Any = None) -> Node:
+    return g.call("clamp", x, min, max)
+
+
+lowers(torch.clamp_min, methods=["clamp_min"])(lambda g, x, min: g.call("clamp", x, min, None))
+lowers(torch.clamp_max, methods=["clamp_max"])(lambda g, x, max: g.call("clamp", x, None, max))
+lowers(torch.lerp, methods=["lerp"])(lambda g, x, end, weight: g.call("lerp", x, end, weight))
+
+
+@lowers(torch.addcmul, methods=["addcmul"])
+def addcmul(g: Graph, x: Node, tensor1: Node, tensor2: Node, *, value: Any = 1) -> Node:
+    return g.call("addcmul", x, tensor1, tensor2, value=value)
+
+
+# --- activations (torch.nn.functional) ---------------------------------------------------
+def _activation(op: str) -> Lowering:
+    """F.relu / F.silu, whose `inplace=True` overwrites the input."""
+    return lambda g, x, inplace=False: maybe_inplace(g.call(op, x), inplace)
+
+
+lowers(F.relu)(_activation("relu"))
+lowers(F.silu)(_activation("silu"))
+
+
+@lowers(F.gelu, methods=["gelu"])
+def gelu(g: Graph, x: Node, approximate: str = "none") -> Node:
+    return g.call("gelu", x, approximate=approximate)
+
+
+@lowers(F.leaky_relu)
+def leaky_relu(g: Graph, x: Node, negative_slope: float = 0.01, inplace: bool = False) -> Node | InPlace:
+    return maybe_inplace(g.call("leaky_relu", x, negative_slope), inplace)
+
+
+@lowers(F.hardtanh)
+def hardtanh(g: Graph, x: Node, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Any:
+    return maybe_inplace(g.call("hardtanh", x, min_val, max_val), inplace)
+
+
+lowers(F.relu6)(lambda g, x, inplace=False: hardtanh(g, x, 0.0, 6.0, inplace))
+
+
+@lowers(F.softplus)
+def softplus(g: Graph, x: Node, beta: float = 1.0, threshold: float = 20.0) -> Node:
+    if (beta, threshold) != (1.0, 20.0):
+        return extern(g, F.softplus, x, beta, threshold)
+    return g.call("softplus", x)
+
+
+@lowers(F.dropout)
+def dropout(g: Graph, x: Node, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:
+    if not training or p == 0:
+        return x  # dropout is the identity in eval mode
+    return maybe_inplace(extern(g, F.dropout, x, p, True), inplace)
+
+
+# --- reductions --------------------------------------------------------------------------
+@lowers(torch.sum, methods=["sum"])
+def sum_(g: Graph, x: Node, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Node:
+    if dtype is not None:
+        x = g.call("convert", x, dtype)
+    return g.call("sum", x, reduce_dims(x, dim), keepdim)
+
+
+@lowers(torch.mean, methods=["mean"])
+def mean(g: Graph, x: Node, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Node:
+    if dtype is not None:
+        return g.call("mean", x, reduce_dims(x, dim), keepdim, dtype=dtype)
+    return g.call("mean", x, reduce_dims(x, dim), keepdim)
+
+
+def _extremum(op: str) -> Lowering:
+    """amax / amin: `dim=()` means every dim, as in torch."""
+    return lambda g, x, dim=(), keepdim=False: g.call(op, x, reduce_dims(x, dim), keepdim)
+
+
+lowers(torch.amax, methods=["amax"])(_extremum("amax"))
+lowers(torch.amin, methods=["amin"])(_extremum("amin"))
+ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])  # like torch.return_types.max
+
+
+def _max_or_min(name: str) -> Lowering:
+    reduce, elementwise, arg = ("amax", "maximum", torch.argmax) if name == "max" else (
+        "amin", "minimum", torch.argmin)
+
+    def lowering(g: Graph, x: Node, dim: Any = None, keepdim: bool = False) -> Any:
+        if isinstance(dim, Node):  # torch.max(a, b) is the elementwise maximum
+            return g.call(elementwise, x, dim)
+        if dim is None:
+            return g.call(reduce, x, reduce_dims(x, None), False)
+        # torch.max(x, dim) returns (values, indices): two nodes, one tensor each
+        return ValuesIndices(g.call(reduce, x, reduce_dims(x, dim), keepdim), extern(g, arg, x, dim, keepdim))
+
+    return lowering
+
+
+lowers(torch.max, methods=["max"])(_max_or_min("max"))
+lowers(torch.min, methods=["min"])(_max_or_min("min"))
+
+
+def _spread(op: str, with_mean: bool = False) -> Lowering:
+    """var / std (and var_mean / std_mean), with torch's two spellings of the correction."""
+
+    def lowering(g: Graph, x: Node, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+                 correction: Any = None) -> Any:
+        if isinstance(dim, bool):  # the old torch.var(x, unbiased) overload
+            dim, unbiased = None, dim
+        if correction is None:
+            correction = 0 if unbiased is False else 1
+        spread = g.call(op, x, reduce_dims(x, dim), correction, keepdim)
+        return (spread, mean(g, x, dim, keepdim)) if with_mean else spread
+
+    return lowering
+
+
+lowers(torch.var, methods=["var"])(_spread("var"))
+lowers(torch.std, methods=["std"])(_spread("std"))
+lowers(torch.var_mean)(_spread("var", with_mean=True))
+lowers(torch.std_mean)(_spread("std", with_mean=True))
+
+
+# --- softmax, normalisation, linear algebra ----------------------------------------------
+def _softmax(op: str) -> Lowering:
+    def lowering(g: Graph, x: Node, dim: int, dtype: Any = None) -> Node:
+        if dtype is not None:
+            return g.call(op, x, norm_dim(dim, x.meta.ndim), dtype)
+        return g.call(op, x, norm_dim(dim, x.meta.ndim))
+
+    return lowering
+
+
+def _functional_softmax(op: str) -> Lowering:
+    """F.softmax(input, dim=None, _stacklevel=3, dtype=None): same op, its own signature."""
+
+    def lowering(g: Graph, x: Node, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Node:
+        if dim is None:
+            raise Unsupported(f"F.{op} without dim (an implicit dim is deprecated in torch)")
+        return _softmax(op)(g, x, dim, dtype)
+
+    return lowering
+
+
+for _name in ("softmax", "log_softmax"):
+    lowers(getattr(torch, _name), methods=[_name])(_softmax(_name))
+    lowers(getattr(F, _name))(_functional_softmax(_name))
+
+
+@lowers(F.layer_norm)
+def layer_norm(g: Graph, x: Node, normalized_shape: Any, weight: Any = None, bias: Any = None,
+               eps: float = 1e-5) -> Node:
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    return g.call("layer_norm", x, shape, weight, bias, eps)
+
+
+lowers(F.linear)(lambda g, x, weight, bias=None: g.call("linear", x, weight, bias))
+lowers(torch.matmul, torch.mm, methods=["matmul", "mm"])(lambda g, x, other: g.call("matmul", x, other))
+lowers(torch.bmm, methods=["bmm"])(lambda g, x, mat2: g.call("bmm", x, mat2))
+
+
+@lowers(torch.addmm, methods=["addmm"])
+def addmm(g: Graph, x: Node, mat1: Node, mat2: Node, *, beta: Any = 1, alpha: Any = 1) -> Node:
+    if (beta, alpha) != (1, 1):
+        return extern(g, torch.addmm, x, mat1, mat2, beta=beta, alpha=alpha)
+    return g.call("addmm", x, mat1, mat2)
+
+
+# --- new tensors -------------------------------------------------------------------------
+def _size(size: tuple[Any, ...]) -> tuple[int, ...]:
+    """zeros(2, 3) and zeros((2, 3)) alike."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    return tuple(int(s) for s in size)
+
+
+def _full(g: Graph, shape: tuple[int, ...], value: Any, dtype: Any, device: Any) -> Node:
+    if dtype is None:  # torch infers it from the fill value: 1 -> int64, 1.0 -> float32
+        dtype = torch.full((), value, device="meta").dtype
+    return g.call("full", shape, value, dtype, device=torch.device(device or torch.get_default_device()))
+
+
+def _no_grad(requires_grad: bool) -> None:
+    if requires_grad:
+        raise Unsupported("creating a tensor with requires_grad=True inside the function")
+
+
+def _factory(value: Any) -> Lowering:
+    def lowering(g: Graph, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+                 layout: Any = None, pin_memory: bool = False) -> Node:
+        _no_grad(requires_grad)
+        return _full(g, _size(size), value, dtype or torch.get_default_dtype(), device)
+
+    return lowering
+
+
+def _factory_like(value: Any) -> Lowering:
+    def lowering(g: Graph, x: Node, *, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+                 layout: Any = None, pin_memory: bool = False, memory_format: Any = None) -> Node:
+        _no_grad(requires_grad)
+        return _full(g, x.meta.shape, value, dtype or x.meta.dtype, device or x.meta.device)
+
+    return lowering
+
+
+lowers(torch.zeros)(_factory(0))
+lowers(torch.empty)(_factory(0))  # any value is a correct `empty`; zeros keeps runs reproducible
+lowers(torch.ones)(_factory(1))
+lowers(torch.zeros_like, torch.empty_like)(_factory_like(0))
+lowers(torch.ones_like)(_factory_like(1))
+lowers(methods=["zero_"])(lambda g, x: InPlace(_full(g, x.meta.shape, 0, x.meta.dtype, x.meta.device)))
+lowers(torch.full)(lambda g, size, fill_value, *, dtype=None, device=None: _full(
+    g, _size((size,)), fill_value, dtype, device))
+lowers(torch.full_like)(lambda g, x, fill_value, *, dtype=None, device=None: _full(
+    g, x.meta.shape, fill_value, dtype or x.meta.dtype, device or x.meta.device))

@@ -1,0 +1,336 @@
+"""Lowerings for shapes: views, indexing, joining and splitting, metadata and dtype casts.
+
+Same conventions as `torch_ops.py`. Sizes with -1, negative dims and `x[..., None, 1:]`
+are resolved here, at capture time, so later stages only ever see concrete shapes and
+non-negative dims. A view whose result equals its input (`x.reshape(x.shape)`) adds no node.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from minicompiler.capture.errors import Unsupported
+from minicompiler.capture.torch_ops import InPlace, Lowering, lowers, norm_dim
+from minicompiler.ir import Graph, Node, map_structure
+
+TENSOR_PROPERTIES: dict[str, Lowering] = {}  # "shape" (as in x.shape) -> lowering(g, x)
+
+
+def _sizes(sizes: tuple[Any, ...]) -> tuple[Any, ...]:
+    """x.view(2, 3), x.view((2, 3)) and x.view(y.shape) alike."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        return tuple(sizes[0])
+    return tuple(sizes)
+
+
+# --- views -------------------------------------------------------------------------------
+@lowers(torch.reshape, methods=["reshape"])
+def reshape(g: Graph, x: Node, *shape: Any) -> Node:
+    new_shape = tuple(x.meta.fake().reshape(_sizes(shape)).shape)  # resolves -1, checks numel
+    return x if new_shape == x.meta.shape else g.call("reshape", x, new_shape)
+
+
+@lowers(methods=["view"])
+def view(g: Graph, x: Node, *shape: Any) -> Node:
+    if shape and isinstance(shape[0], torch.dtype):
+        raise Unsupported("Tensor.view(dtype) reinterprets the bits of a tensor")
+    x.meta.fake().view(_sizes(shape))  # raises, as eager would, if the strides do not allow a view
+    return reshape(g, x, *shape)
+
+
+lowers(methods=["view_as", "reshape_as"])(lambda g, x, other: reshape(g, x, other.meta.shape))
+
+
+@lowers(torch.flatten, methods=["flatten"])
+def flatten(g: Graph, x: Node, start_dim: int = 0, end_dim: int = -1) -> Node:
+    shape = x.meta.shape
+    if not shape:
+        return reshape(g, x, (1,))
+    start, end = norm_dim(start_dim, len(shape)), norm_dim(end_dim, len(shape))
+    return reshape(g, x, shape[:start] + (-1,) + shape[end + 1:])
+
+
+@lowers(torch.unflatten, methods=["unflatten"])
+def unflatten(g: Graph, x: Node, dim: int, sizes: Any) -> Node:
+    d = norm_dim(dim, x.meta.ndim)
+    return reshape(g, x, x.meta.shape[:d] + tuple(sizes) + x.meta.shape[d + 1:])
+
+
+@lowers(torch.permute, methods=["permute"])
+def permute(g: Graph, x: Node, *dims: Any) -> Node:
+    order = tuple(norm_dim(d, x.meta.ndim) for d in _sizes(dims))
+    return x if order == tuple(range(x.meta.ndim)) else g.call("permute", x, order)
+
+
+@lowers(torch.transpose, torch.swapaxes, torch.swapdims, methods=["transpose", "swapaxes", "swapdims"])
+def transpose(g: Graph, x: Node, dim0: int, dim1: int) -> Node:
+    d0, d1 = norm_dim(dim0, x.meta.ndim), norm_dim(dim1, x.meta.ndim)
+    return x if d0 == d1 else g.call("transpose", x, d0, d1)
+
+
+lowers(torch.t, methods=["t"])(lambda g, x: x if x.meta.ndim < 2 else transpose(g, x, 0, 1))
+TENSOR_PROPERTIES["T"] = lambda g, x: permute(g, x, *reversed(range(x.meta.ndim)))
+TENSOR_PROPERTIES["mT"] = lambda g, x: transpose(g, x, -2, -1)
+
+
+@lowers(torch.unsqueeze, methods=["unsqueeze"])
+def unsqueeze(g: Graph, x: Node, dim: int) -> Node:
+    return g.call("unsqueeze", x, norm_dim(dim, x.meta.ndim + 1))
+
+
+@lowers(torch.squeeze, methods=["squeeze"])
+def squeeze(g: Graph, x: Node, dim: Any = None) -> Node:
+    """Made explicit: the dims that really have size 1, as a sorted tuple."""
+    if dim is None:
+        candidates: Any = range(x.meta.ndim)
+    else:
+        candidates = {norm_dim(d, x.meta.ndim) for d in ((dim,) if isinstance(dim, int) else dim)}
+    dims = tuple(sorted(d for d in candidates if x.meta.shape[d] == 1))
+    return g.call("squeeze", x, dims) if dims else x
+
+
+@lowers(methods=["expand"])
+def expand(g: Graph, x: Node, *sizes: Any) -> Node:
+    shape = tuple(x.meta.fake().expand(_sizes(sizes)).shape)  # resolves -1
+    return x if shape == x.meta.shape else g.call("expand", x, shape)
+
+
+lowers(methods=["expand_as"])(lambda g, x, other: expand(g, x, other.meta.shape))
+lowers(methods=["contiguous"])(lambda g, x, memory_format=None: g.call("contiguous", x))
+lowers(torch.clone, methods=["clone"])(lambda g, x, memory_format=None: g.call("clone", x))
+lowers(torch.detach, methods=["detach"])(lambda g, x: x)  # no autograd inside a captured graph
+
+
+# --- indexing ----------------------------------------------------------------------------
+@lowers(torch.select, methods=["select"])
+def select(g: Graph, x: Node, dim: int, index: int) -> Node:
+    d = norm_dim(dim, x.meta.ndim)
+    size = x.meta.shape[d]
+    if not -size <= index < size:
+        raise Unsupported(f"index {index} is out of range for dim {d} of size {size}")
+    return g.call("select", x, d, index % size)
+
+
+def slice_dim(g: Graph, x: Node, dim: int, key: slice) -> Node:
+    start, stop, step = key.indices(x.meta.shape[dim])
+    if step <= 0:
+        raise Unsupported("slicing a tensor with a negative step (torch does not support it)")
+    if (start, stop, step) == (0, x.meta.shape[dim], 1):
+        return x  # x[:] adds nothing
+    return g.call("slice", x, dim, start, max(stop, start), step)
+
+
+@lowers(torch.narrow, methods=["narrow"])
+def narrow(g: Graph, x: Node, dim: int, start: int, length: int) -> Node:
+    d = norm_dim(dim, x.meta.ndim)
+    start = start % x.meta.shape[d] if start < 0 else start
+    return slice_dim(g, x, d, slice(start, start + length))
+
+
+def index(g: Graph, x: Node, key: Any) -> Node:
+    """Basic indexing `x[1, :, None, ..., ::2]` as select / slice / unsqueeze nodes."""
+    items = key if isinstance(key, tuple) else (key,)
+    for item in items:
+        if isinstance(item, (Node, list, bool)):
+            raise Unsupported("indexing with a tensor, list or bool (advanced indexing) is not captured yet")
+    if items.count(Ellipsis) > 1:
+        raise Unsupported("an index can only have a single ellipsis ('...')")
+    uses_a_dim = [item is not None and item is not Ellipsis for item in items]
+    if sum(uses_a_dim) > x.meta.ndim:
+        raise Unsupported(f"too many indices for a {x.meta.ndim}-d tensor")
+    dim = 0  # the dim of the current `x` that the next item indexes
+    for position, item in enumerate(items):
+        if item is None:
+            x = g.call("unsqueeze", x, dim)
+            dim += 1
+        elif item is Ellipsis:  # skip to the dims the items after it index, counted from the end
+            dim = x.meta.ndim - sum(uses_a_dim[position + 1:])
+        elif isinstance(item, int):
+            x = select(g, x, dim, item)  # the dim disappears: `dim` stays
+        elif isinstance(item, slice):
+            x = slice_dim(g, x, dim, item)
+            dim += 1
+        else:
+            raise Unsupported(f"indexing a tensor with a {type(item).__name__}")
+    return x
+
+
+# --- joining and splitting ---------------------------------------------------------------
+@lowers(torch.cat, torch.concat)
+def cat(g: Graph, tensors: Any, dim: int = 0) -> Node:
+    tensors = list(tensors)
+    return g.call("cat", tensors, norm_dim(dim, tensors[0].meta.ndim))
+
+
+lowers(torch.concatenate)(lambda g, tensors, axis=0: cat(g, tensors, axis))
+
+
+@lowers(torch.stack)
+def stack(g: Graph, tensors: Any, dim: int = 0) -> Node:
+    tensors = list(tensors)
+    d = norm_dim(dim, tensors[0].meta.ndim + 1)
+    return g.call("cat", [g.call("unsqueeze", t, d) for t in tensors], d)
+
+
+@lowers(torch.split, methods=["split"])
+def split(g: Graph, x: Node, split_size_or_sections: Any, dim: int = 0) -> tuple[Node, ...]:
+    d = norm_dim(dim, x.meta.ndim)
+    size = x.meta.shape[d]
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        sections = [min(step, size - start) for start in range(0, size, step)] or [0]
+    else:
+        sections = list(split_size_or_sections)
+    pieces, start = [], 0
+    for length in sections:
+        pieces.append(slice_dim(g, x, d, slice(start, start + length)))
+        start += length
+    return tuple(pieces)
+
+
+@lowers(torch.chunk, methods=["chunk"])
+def chunk(g: Graph, x: Node, chunks: int, dim: int = 0) -> tuple[Node, ...]:
+    size = x.meta.shape[norm_dim(dim, x.meta.ndim)]
+    return split(g, x, max(-(-size // chunks), 1), dim)
+
+
+@lowers(torch.unbind, methods=["unbind"])
+def unbind(g: Graph, x: Node, dim: int = 0) -> tuple[Node, ...]:
+    d = norm_dim(dim, x.meta.ndim)
+    return tuple(select(g, x, d, i) for i in range(x.meta.shape[d]))
+
+
+# --- metadata: answered at capture time (the shape guards keep them true) -----------------
+TENSOR_PROPERTIES.update({
+    "shape": lambda g, x: torch.Size(x.meta.shape),
+    "dtype": lambda g, x: x.meta.dtype,
+    "device": lambda g, x: x.meta.device,
+    "ndim": lambda g, x: x.meta.ndim,
+    "is_cuda": lambda g, x: x.meta.device.type == "cuda",
+    "layout": lambda g, x: torch.strided,
+})
+
+
+@lowers(methods=["size"])
+def size(g: Graph, x: Node, dim: int | None = None) -> Any:
+    return torch.Size(x.meta.shape) if dim is None else x.meta.shape[norm_dim(dim, x.meta.ndim)]
+
+
+@lowers(methods=["stride"])
+def stride(g: Graph, x: Node, dim: int | None = None) -> Any:
+    strides = x.meta.stride()
+    return strides if dim is None else strides[norm_dim(dim, x.meta.ndim)]
+
+
+lowers(methods=["dim", "ndimension"])(lambda g, x: x.meta.ndim)
+lowers(torch.numel, methods=["numel", "nelement"])(lambda g, x: x.meta.numel)
+lowers(methods=["element_size"])(lambda g, x: x.meta.dtype.itemsize)
+lowers(torch.is_floating_point, methods=["is_floating_point"])(lambda g, x: x.meta.dtype.is_floating_point)
+lowers(torch.is_complex, methods=["is_complex"])(lambda g, x: x.meta.dtype.is_complex)
+lowers(methods=["is_contiguous"])(lambda g, x, memory_format=None: x.meta.fake().is_contiguous())
+
+# Torch functions that only look at metadata (torch's own module code calls several). They
+# run at capture time, on data-less tensors, and give a Python value.
+_METADATA_QUERIES = [
+    torch.jit.is_scripting, torch.jit.is_tracing, torch._assert, torch.result_type, torch.promote_types,
+    torch.can_cast, torch.is_same_size, torch.get_default_dtype, F._none_or_dtype,
+]
+
+
+def _runs_on_meta(fn: Any) -> Lowering:
+    def lowering(g: Graph, *args: Any, **kwargs: Any) -> Any:
+        def fake(value: Any) -> Any:
+            return value.meta.fake() if isinstance(value, Node) else value
+
+        return fn(*map_structure(fake, args), **map_structure(fake, kwargs))
+
+    return lowering
+
+
+for _query in _METADATA_QUERIES:
+    lowers(_query)(_runs_on_meta(_query))
+
+
+_REFUSED = {
+    "item": "Tensor.item() reads a tensor's value",
+    "tolist": "Tensor.tolist() reads a tensor's values",
+    "numpy": "Tensor.numpy() reads a tensor's values",
+    "data_ptr": "Tensor.data_ptr() reads a tensor's address",
+    "backward": "Tensor.backward() runs autograd inside the function",
+    "nonzero": "nonzero() has a data-dependent shape",
+}
+
+
+def _refuse(reason: str) -> Lowering:
+    def lowering(g: Graph, *args: Any, **kwargs: Any) -> Any:
+        raise Unsupported(reason)
+
+    return lowering
+
+
+for _name, _reason in _REFUSED.items():
+    lowers(methods=[_name])(_refuse(_reason))
+lowers(torch.nonzero)(_refuse(_REFUSED["nonzero"]))
+
+
+# --- dtype casts -------------------------------------------------------------------------
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
+
+
+def convert(g: Graph, x: Node, dtype: Any, device: Any = None, copy: bool = False) -> Node:
+    if device is not None and not _same_device(torch.device(device), x.meta.device):
+        raise Unsupported(f"moving a tensor from {x.meta.device} to {device} inside the function")
+    if dtype is None or dtype == x.meta.dtype:
+        return g.call("clone", x) if copy else x  # .to() of the same dtype returns x itself
+    return g.call("convert", x, dtype)
+
+
+@lowers(methods=["copy_"])
+def copy_(g: Graph, x: Node, src: Any, non_blocking: bool = False) -> InPlace:
+    if not isinstance(src, Node):
+        raise Unsupported("Tensor.copy_() from a non-tensor")
+    value = convert(g, expand(g, src, x.meta.shape), x.meta.dtype)
+    return InPlace(g.call("clone", value))  # x gets its own memory, not a view of src
+
+
+@lowers(methods=["to"])
+def to(g: Graph, x: Node, *args: Any, dtype: Any = None, device: Any = None, non_blocking: bool = False,
+       copy: bool = False, memory_format: Any = None) -> Node:
+    for arg in args:  # .to(dtype), .to(device), .to(device, dtype), .to(other_tensor)
+        if isinstance(arg, torch.dtype):
+            dtype = arg
+        elif isinstance(arg, Node):
+            dtype, device = arg.meta.dtype, arg.meta.device
+        elif isinstance(arg, (str, torch.device)) or (isinstance(arg, int) and not isinstance(arg, bool)):
+            device = arg
+    return convert(g, x, dtype, device, copy)
+
+
+_CASTS = {
+    "float": torch.float32, "half": torch.float16, "double": torch.float64, "bfloat16": torch.bfloat16,
+    "int": torch.int32, "long": torch.int64, "bool": torch.bool, "short": torch.int16,
+    "byte": torch.uint8, "char": torch.int8,
+}
+def _cast(dtype: torch.dtype) -> Lowering:
+    return lambda g, x, memory_format=None: convert(g, x, dtype)
+
+
+for _name, _dtype in _CASTS.items():
+    lowers(methods=[_name])(_cast(_dtype))
+lowers(methods=["type_as"])(lambda g, x, other: convert(g, x, other.meta.dtype))
+lowers(methods=["cpu"])(lambda g, x, memory_format=None: convert(g, x, None, "cpu"))
+lowers(methods=["cuda"])(lambda g, x, device=None, non_blocking=False, memory_format=None: convert(
+    g, x, None, device if device is not None else "cuda"))
+
+
+@lowers(methods=["type"])
+def type_(g: Graph, x: Node, dtype: Any = None, non_blocking: bool = False) -> Any:
+    if dtype is None:
+        raise Unsupported("Tensor.type() without a dtype returns a string")
+    if not isinstance(dtype, torch.dtype):
+        raise Unsupported(f"Tensor.type({dtype!r}): only torch.dtype arguments are captured")
+    return convert(g, x, dtype)

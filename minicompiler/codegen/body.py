@@ -1,0 +1,220 @@
+"""A kernel's body, written once against an `ops` handler (see `common.py`).
+
+Pointwise kernel: for each element, compute every node and store the ones that are buffers.
+
+Reduction kernel, for each row:
+    stage 0: row values that need no reduction
+    sweep 0: loop over the reduced dims: the reductions that need no other reduction
+    stage 1: their results, and the row values that need them
+    sweep 1: the reductions that need stage 1 (softmax: amax in sweep 0, sum in sweep 1)
+    ...
+    last sweep: element values stored to memory (softmax's output needs both reductions)
+Each sweep recomputes the element values it needs from the inputs: cheap arithmetic
+instead of an intermediate buffer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from minicompiler.codegen.common import (
+    COMPARISONS,
+    LOGICAL,
+    LOW_PRECISION,
+    KernelOps,
+    Level,
+    Value,
+    compute_dtype,
+    python_value,
+)
+from minicompiler.fuse.schedule import Kernel
+from minicompiler.ir.graph import Node
+from minicompiler.ir.ops import OPS
+
+# pow(x, c) for the exponents torch itself special-cases: same results, and no pow call.
+POW_BY_EXPONENT = {
+    2: lambda ops, x: ops.mul(x, x),  # x**2 -> x*x
+    3: lambda ops, x: ops.mul(ops.mul(x, x), x),  # x**3 -> x*x*x
+    0.5: lambda ops, x: ops.sqrt(x),  # x**0.5 -> sqrt(x)
+    -0.5: lambda ops, x: ops.rsqrt(x),  # x**-0.5 -> rsqrt(x)
+    -1: lambda ops, x: ops.reciprocal(x),  # x**-1 -> 1/x
+    -2: lambda ops, x: ops.reciprocal(ops.mul(x, x)),  # x**-2 -> 1/(x*x)
+}
+
+
+def param_name(node: Node, stored: bool) -> str:
+    """The kernel parameter that points at `node`'s buffer."""
+    return f"{'out' if stored else 'in'}_{node.name}"
+
+
+def _full_value(node: Node) -> bool | int | float:
+    value = node.args[1] if len(node.args) > 1 else node.kwargs["value"]
+    return python_value(value, node.meta.dtype)
+
+
+def _operand_dtypes(node: Node, operands: list[Any]) -> list[torch.dtype]:
+    """The compute dtype each operand is converted to before the op (torch's type promotion)."""
+    out = compute_dtype(node.meta.dtype)
+    if node.op in COMPARISONS:  # compare in the promoted type of the operands
+        fakes = [a.meta.fake() if isinstance(a, Node) else a for a in operands]
+        return [compute_dtype(torch.result_type(*fakes))] * 2
+    if node.op in LOGICAL:
+        return [torch.bool] * len(operands)
+    if node.op == "where":
+        return [torch.bool, out, out]
+    if node.op == "convert":
+        return [compute_dtype(operands[0].meta.dtype)]
+    return [out] * len(operands)
+
+
+BOOL_ARITHMETIC = {"add": "logical_or", "mul": "logical_and", "maximum": "logical_or", "minimum": "logical_and"}
+
+
+@dataclass
+class Sweep:
+    """One loop over the reduced dims of a row."""
+
+    reductions: list[Node] = field(default_factory=list)
+    stores: list[Node] = field(default_factory=list)  # element values stored in this sweep
+    nodes: list[Node] = field(default_factory=list)  # element values it computes
+
+
+def plan_sweeps(kernel: Kernel, stored: set[Node]) -> tuple[list[list[Node]], list[Sweep]]:
+    """(row values per stage, sweeps) of a reduction kernel; see the module docstring."""
+    ready: dict[Node, int] = {}  # how many sweeps must finish before a node can be computed
+    for node in kernel.nodes:
+        before = max((ready[i] for i in node.inputs() if i in ready), default=0)
+        ready[node] = before + 1 if OPS[node.op].kind == "reduction" else before
+    reductions = [n for n in kernel.nodes if OPS[n.op].kind == "reduction"]
+    element_stores = [n for n in kernel.nodes if n in stored and not kernel.is_row_value(n)]
+    count = max([ready[r] for r in reductions] + [ready[e] + 1 for e in element_stores])
+    sweeps = [Sweep() for _ in range(count)]
+    for r in reductions:
+        sweeps[ready[r] - 1].reductions.append(r)
+    for e in element_stores:
+        sweeps[ready[e]].stores.append(e)
+    members = set(kernel.nodes)
+    for sweep in sweeps:
+        needed: set[Node] = set()
+        pending = [i for r in sweep.reductions for i in r.inputs()] + sweep.stores
+        while pending:
+            node = pending.pop()
+            if node in members and not kernel.is_row_value(node) and node not in needed:
+                needed.add(node)
+                pending += node.inputs()
+        sweep.nodes = [n for n in kernel.nodes if n in needed]
+    row_values = [n for n in kernel.nodes if OPS[n.op].kind == "pointwise" and kernel.is_row_value(n)]
+    stages = [[n for n in row_values if ready[n] == k] for k in range(count + 1)]
+    return stages, sweeps
+
+
+class BodyWriter:
+    """Walks a kernel's nodes and writes its body through `ops`.
+
+    A scope maps each node computed so far to its Value, and (node, level) to a loaded buffer:
+    the same buffer read per row and per element is two different loads."""
+
+    def __init__(self, kernel: Kernel, ops: KernelOps) -> None:
+        self.kernel, self.ops = kernel, ops
+        self.stored = {b.node for b in kernel.outputs}
+
+    def write(self) -> None:
+        if self.kernel.kind == "pointwise":
+            scope: dict[Any, Value] = {}
+            for node in self.kernel.nodes:
+                self.compute(node, "element", scope)
+            return
+        stages, sweeps = plan_sweeps(self.kernel, self.stored)
+        row_scope: dict[Any, Value] = {}
+        for k, stage in enumerate(stages):
+            for node in stage:
+                self.compute(node, "row", row_scope)
+            if k < len(sweeps):
+                self.write_sweep(sweeps[k], row_scope)
+
+    def write_sweep(self, sweep: Sweep, row_scope: dict[Any, Value]) -> None:
+        ops, accumulators = self.ops, []
+        for r in sweep.reductions:
+            with ops.writer.origin(r):
+                accumulators.append((ops.reduction_init(r.op, compute_dtype(r.meta.dtype)), r.op))
+        with ops.sweep(accumulators):
+            scope = dict(row_scope)  # element values live in the loop: they do not leak out
+            for node in sweep.nodes:
+                self.compute(node, "element", scope, store=node in sweep.stores)
+            for r, (acc, op) in zip(sweep.reductions, accumulators, strict=True):
+                with ops.writer.origin(r):
+                    value = self.operand(r.args[0], compute_dtype(r.meta.dtype), scope, "element")
+                    ops.reduction_update(acc, op, value)
+        for r, (acc, op) in zip(sweep.reductions, accumulators, strict=True):
+            with ops.writer.origin(r):
+                row_scope[r] = self.rounded(r, ops.reduction_result(acc, op, compute_dtype(r.meta.dtype)))
+                self.store_if_needed(r, row_scope[r], "row")
+
+    def compute(self, node: Node, level: Level, scope: dict[Any, Value], store: bool = True) -> None:
+        with self.ops.writer.origin(node):
+            scope[node] = self.rounded(node, self.pointwise(node, level, scope))
+            if store:
+                self.store_if_needed(node, scope[node], level)
+
+    def rounded(self, node: Node, value: Value) -> Value:
+        """float16/bfloat16 values are computed in float32 and rounded after each op, as in eager."""
+        return self.ops.round_to(value, node.meta.dtype) if node.meta.dtype in LOW_PRECISION else value
+
+    def store_if_needed(self, node: Node, value: Value, level: Level) -> None:
+        if node in self.stored:
+            meta = node.meta
+            index = self.ops.index(meta, level, meta.shape)
+            self.ops.store(param_name(node, True), meta.dtype, index, value, level)
+
+    def operand(self, arg: Any, dtype: torch.dtype, scope: dict[Any, Value], level: Level,
+                shape: tuple[int, ...] | None = None) -> Value:
+        """`arg` (a node or a Python number) as a value of compute dtype `dtype`, read by a
+        consumer of shape `shape` (the domain, for element values)."""
+        ops = self.ops
+        if not isinstance(arg, Node):
+            return ops.constant(python_value(arg, dtype), dtype)
+        if arg in scope:
+            return ops.to_dtype(scope[arg], dtype)
+        if arg.op == "full" and arg not in self.kernel.nodes:  # constants are written inline
+            return ops.constant(python_value(_full_value(arg), dtype), dtype)
+        if (arg, level) not in scope:  # a buffer: load it once per loop
+            index = ops.index(arg.meta, level, shape or self.kernel.domain)
+            scope[arg, level] = ops.load(param_name(arg, False), arg.meta.dtype, index, level)
+        return ops.to_dtype(scope[arg, level], dtype)
+
+    def pointwise(self, node: Node, level: Level, scope: dict[Any, Value]) -> Value:
+        ops = self.ops
+        out = compute_dtype(node.meta.dtype)
+        if node.op == "full":
+            return ops.constant(_full_value(node), out)
+        operands = [a for a in node.args if isinstance(a, Node | bool | int | float)]
+        dtypes = _operand_dtypes(node, operands)
+        shape = node.meta.shape
+        values = [self.operand(a, t, scope, level, shape) for a, t in zip(operands, dtypes, strict=True)]
+        if node.op == "convert":
+            return ops.to_dtype(values[0], out)
+        if node.op in ("floor", "ceil", "trunc") and not out.is_floating_point:
+            return values[0]  # integers are already whole
+        if node.op == "pow":
+            return self.power(operands[1], values, out)
+        if out == torch.bool and node.op in BOOL_ARITHMETIC:
+            # torch's True + True is True: on bools, + and * are `or` and `and` (C++ and Triton
+            # would compute 2 and store it into a bool)
+            return getattr(ops, BOOL_ARITHMETIC[node.op])(*values)
+        return getattr(ops, node.op)(*values)
+
+    def power(self, exponent: Any, values: list[Value], out: torch.dtype) -> Value:
+        ops = self.ops
+        if not isinstance(exponent, Node) and exponent in POW_BY_EXPONENT:
+            if out.is_floating_point or exponent in (2, 3):
+                return POW_BY_EXPONENT[exponent](ops, values[0])
+        if out.is_floating_point:
+            return ops.pow(*values)
+        # integer powers: computed in float64 and rounded to the nearest integer (exact below
+        # 2**53), then narrowed through int64 so that they wrap around as torch's do
+        wide = ops.pow(*[ops.to_dtype(v, torch.float64) for v in values])
+        whole = ops.to_dtype(ops.floor(ops.add(wide, ops.constant(0.5, torch.float64))), torch.int64)
+        return ops.to_dtype(whole, out)

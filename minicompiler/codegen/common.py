@@ -1,0 +1,254 @@
+"""What both backends share: the `ops` handler base, values, dtypes and index arithmetic.
+
+A kernel body is written once (`codegen/body.py`) as calls on an `ops` handler:
+`ops.load(param, dtype, index, level)`, `ops.cos(x)`, `ops.add(a, b)`, `ops.store(...)`,
+`ops.reduction_update(acc, op, value)`. The handler turns each call into one line of its
+language and returns a `Value` naming the result. `CppOps` and `TritonOps` are two such handlers: the same
+calls give `float tmp1 = std::cos(tmp0);` or `tmp1 = tl.cos(tmp0)`.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import itertools
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import torch
+
+from minicompiler.fuse.schedule import Kernel
+from minicompiler.ir.graph import Node, TensorMeta
+from minicompiler.ir.printer import format_value
+
+Level = Literal["element", "row"]  # per element of the domain, or once per row of a reduction
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
+LOGICAL = frozenset({"logical_and", "logical_or", "logical_not"})
+
+
+class CodegenError(ValueError):
+    """The schedule asks for something a backend cannot generate (a dtype, a device, ...)."""
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype arithmetic runs in: float16/bfloat16 are loaded, computed in float32, stored back."""
+    return torch.float32 if dtype in LOW_PRECISION else dtype
+
+
+def python_value(value: Any, dtype: torch.dtype) -> bool | int | float:
+    """A Python number converted as torch converts it to `dtype` (integers wrap around)."""
+    if dtype == torch.bool:
+        return bool(value)
+    if dtype.is_floating_point:
+        return float(value)
+    return int(torch.tensor(value).to(dtype).item())
+
+
+@dataclass(frozen=True)
+class Value:
+    """A value in generated code: the text that names it, its compute dtype, and whether it
+    is a literal constant (Triton needs to know: `tl.cos(0.5)` is not valid, `x + 0.5` is)."""
+
+    text: str
+    dtype: torch.dtype
+    constant: bool = False
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class CodeWriter:
+    """Lines of code, each remembering the graph nodes it was written for (its provenance)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.origins: list[tuple[Node, ...]] = []
+        self._indent = 0
+        self._origin: tuple[Node, ...] = ()
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self._indent + text if text else "")
+        self.origins.append(self._origin)
+
+    @contextlib.contextmanager
+    def indent(self) -> Iterator[None]:
+        self._indent += 1
+        try:
+            yield
+        finally:
+            self._indent -= 1
+
+    @contextlib.contextmanager
+    def origin(self, *nodes: Node) -> Iterator[None]:
+        saved, self._origin = self._origin, nodes
+        try:
+            yield
+        finally:
+            self._origin = saved
+
+
+def provenance_comment(node: Node) -> str:
+    """`cos_1 = cos(cos)  <- user.py:4  b = torch.cos(a)`: a node and the user line it came from."""
+    args = [format_value(a) for a in node.args] + [f"{k}={format_value(v)}" for k, v in node.kwargs.items()]
+    text = f"{node.name} = {node.op}({', '.join(args)})"
+    if node.source is not None:
+        text += f"  <- {node.source.filename.rsplit('/', 1)[-1]}:{node.source.lineno}"
+        if node.source.line:
+            text += f"  {node.source.line}"
+    return text
+
+
+# -- index arithmetic ---------------------------------------------------------------------
+def index_terms(sizes: tuple[int, ...], strides: tuple[int, ...]) -> list[tuple[int, int | None, int]]:
+    """Memory offset of element number v of a loop over `sizes`, for a tensor with `strides`,
+    as terms (div, mod, stride) of `sum((v // div % mod) * stride)`.
+
+    Dims of size 1 drop out, and neighbouring dims that are contiguous with each other merge,
+    so a contiguous tensor is one term (1, None, 1): its offset is the loop index itself."""
+    merged: list[tuple[int, int]] = []
+    for size, stride in zip(sizes, strides, strict=True):
+        if size == 1:
+            continue
+        if merged and merged[-1][1] == stride * size:
+            merged[-1] = (merged[-1][0] * size, stride)
+        else:
+            merged.append((size, stride))
+    total, terms, div = math.prod(sizes), [], 1
+    for size, stride in reversed(merged):
+        if stride != 0:  # a broadcast dim: every step along it reads the same element
+            terms.append((div, None if div * size == total else size, stride))
+        div *= size
+    return terms[::-1]
+
+
+def render_index(var: str, terms: list[tuple[int, int | None, int]], floordiv: str) -> str:
+    parts = []
+    for div, mod, stride in terms:
+        text = var if div == 1 else f"{var} {floordiv} {div}"
+        if mod is not None:
+            text = f"{text} % {mod}"
+        if stride != 1:
+            text = f"({text}) * {stride}" if text != var else f"{stride} * {var}"
+        parts.append(text)
+    return " + ".join(parts) or "0"
+
+
+def broadcast_strides(meta: TensorMeta, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Strides of `meta`'s tensor broadcast to `shape` (0 along broadcast dims)."""
+    pad = len(shape) - len(meta.shape)
+    strides = meta.stride()
+    return tuple(
+        0 if d < pad or meta.shape[d - pad] == 1 else strides[d - pad] for d in range(len(shape))
+    )
+
+
+# -- the ops handler ----------------------------------------------------------------------
+class KernelOps(abc.ABC):
+    """Base of the backends' `ops` handlers: temporaries, lines and their provenance.
+
+    `ops.cos(x)`, `ops.add(a, b)`, ... are spelled by the backend's `templates` (format
+    strings over the operands; `{t}` is the result's type name). A subclass also says how to
+    write constants, casts, loads, stores and the reduction accumulators."""
+
+    templates: ClassVar[dict[str, str]]
+    floordiv: ClassVar[str]  # integer division in index expressions
+    xvar: ClassVar[str]  # the loop index over rows (or over all elements, pointwise)
+    rvar: ClassVar[str]  # the loop index over the reduced dims
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.writer = CodeWriter()
+        self._names = itertools.count()
+
+    def __getattr__(self, op: str) -> Callable[..., Value]:
+        # ops.cos(x), ops.add(a, b), ...: one method per pointwise op of the op table
+        if op in type(self).templates:
+            return lambda *args: self.pointwise(op, *args)
+        raise AttributeError(f"{type(self).__name__} has no op {op!r}")
+
+    def pointwise(self, op: str, *args: Value) -> Value:
+        if op in COMPARISONS or op in LOGICAL:
+            dtype = torch.bool
+        else:
+            dtype = args[1].dtype if op == "where" else args[0].dtype
+        return self.assign(self.templates[op].format(*args, t=self.type_name(dtype)), dtype)
+
+    def assign(self, expr: str, dtype: torch.dtype) -> Value:
+        name = f"tmp{next(self._names)}"
+        self.writer.line(self.declaration(name, expr, dtype))
+        return Value(name, dtype)
+
+    def fresh(self, prefix: str) -> str:
+        return f"{prefix}{next(self._names)}"
+
+    def index(self, meta: TensorMeta, level: Level, shape: tuple[int, ...]) -> str:
+        """Offset of the element of `meta`'s tensor, broadcast to `shape`, that the loop is at.
+
+        Element level: `shape` is the domain; the kept dims are numbered by the row index, the
+        reduced dims by the index of the sweep over them. Row level: `shape` is the reduced
+        shape, with or without the folded dims as 1s; only the row index moves."""
+        kernel, kept = self.kernel, self.kernel.kept_dims
+        strides = broadcast_strides(meta, shape)
+        if level == "row":
+            if len(shape) == len(kernel.domain):  # keepdim shape: skip the folded dims
+                strides = tuple(strides[d] for d in kept)
+            return render_index(self.xvar, index_terms(kernel.reduced_shape, strides), self.floordiv)
+        dims = kernel.reduction_dims
+        outer = index_terms(kernel.reduced_shape, tuple(strides[d] for d in kept))
+        inner = index_terms(tuple(kernel.domain[d] for d in dims), tuple(strides[d] for d in dims))
+        parts = [render_index(self.xvar, outer, self.floordiv)] if outer else []
+        parts += [render_index(self.rvar, inner, self.floordiv)] if inner else []
+        return " + ".join(parts) or "0"
+
+    # -- what each backend spells ----------------------------------------------------------
+    @abc.abstractmethod
+    def type_name(self, dtype: torch.dtype) -> str: ...
+
+    @abc.abstractmethod
+    def declaration(self, name: str, expr: str, dtype: torch.dtype) -> str: ...
+
+    @abc.abstractmethod
+    def constant(self, value: bool | int | float, dtype: torch.dtype) -> Value: ...
+
+    @abc.abstractmethod
+    def to_dtype(self, x: Value, dtype: torch.dtype) -> Value: ...
+
+    @abc.abstractmethod
+    def round_to(self, x: Value, dtype: torch.dtype) -> Value:
+        """Round a float32 value to float16/bfloat16 precision (it stays float32)."""
+
+    @abc.abstractmethod
+    def load(self, param: str, dtype: torch.dtype, index: str, level: Level) -> Value:
+        """Read element `index` of the buffer passed as `param` (of `dtype`), in compute dtype."""
+
+    @abc.abstractmethod
+    def store(self, param: str, dtype: torch.dtype, index: str, value: Value, level: Level) -> None: ...
+
+    @abc.abstractmethod
+    def reduction_init(self, op: str, dtype: torch.dtype) -> str:
+        """Declare an accumulator before a sweep over the reduced dims; returns its name."""
+
+    @abc.abstractmethod
+    def reduction_update(self, acc: str, op: str, value: Value) -> None: ...
+
+    @abc.abstractmethod
+    def reduction_result(self, acc: str, op: str, dtype: torch.dtype) -> Value: ...
+
+    @abc.abstractmethod
+    def sweep(self, accumulators: list[tuple[str, str]]) -> contextlib.AbstractContextManager[None]:
+        """The loop over the reduced dims of one row; `accumulators` are (name, op) pairs."""
+
+
+def reduction_identity(op: str, dtype: torch.dtype) -> bool | int | float:
+    """Where an accumulator starts: 0 for sum, the lowest value for amax, the highest for amin."""
+    if op == "sum":
+        return python_value(0, dtype)
+    if dtype == torch.bool:
+        return op == "amin"
+    if dtype.is_floating_point:
+        return -math.inf if op == "amax" else math.inf
+    info = torch.iinfo(dtype)
+    return info.min if op == "amax" else info.max

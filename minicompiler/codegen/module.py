@@ -1,0 +1,113 @@
+"""`generate(schedule, backend) -> CompiledModule`: kernel sources, a wrapper, and the callable."""
+
+from __future__ import annotations
+
+import linecache
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+from minicompiler.codegen import cpp, triton
+from minicompiler.codegen.common import CodegenError, CodeWriter
+from minicompiler.codegen.wrapper import wrapper_source
+from minicompiler.fuse.schedule import Schedule
+from minicompiler.ir.graph import SourceLoc
+from minicompiler.ir.printer import OPS_NAMESPACE
+from minicompiler.runtime import loader
+
+Backend = Literal["cpp", "triton"]
+
+
+@dataclass
+class CompiledModule:
+    """A schedule turned into code: call it with the graph's input tensors."""
+
+    backend: Backend
+    wrapper_source: str
+    kernel_sources: dict[str, str]  # kernel name -> its generated function
+    module_source: str  # the whole C++ file or Triton module the kernels were built from
+    line_origins: dict[tuple[str, int], list[SourceLoc]]  # (kernel, line number) -> user lines
+    schedule: Schedule
+    _call: Callable[[list[torch.Tensor]], Any] = field(repr=False)
+
+    def __call__(self, inputs: list[torch.Tensor]) -> Any:
+        return self._call(inputs)
+
+    @property
+    def source(self) -> str:
+        """Everything that runs, for display: the kernels' module, then the wrapper."""
+        return f"{self.module_source}\n\n# ---- wrapper ----\n{self.wrapper_source}"
+
+
+def generate(schedule: Schedule, backend: Backend = "cpp") -> CompiledModule:
+    """Generate, compile and load the code for `schedule` with the `cpp` or `triton` backend."""
+    if backend not in ("cpp", "triton"):
+        raise CodegenError(f"unknown backend {backend!r}: use 'cpp' or 'triton'")
+    devices = {n.meta.device.type for n in schedule.graph.nodes if n.meta is not None}
+    kernels = schedule.kernels
+    if backend == "cpp":
+        if devices - {"cpu"}:
+            raise CodegenError(f"cpp backend runs on CPU tensors, got {sorted(devices)}: use 'triton'")
+        cpp.check_dtypes(kernels)
+        writers = {k.name: cpp.kernel_source(k) for k in kernels}
+        module_text = cpp.module_source(["\n".join(w.lines) for w in writers.values()])
+        launchers: dict[str, Any] = cpp.load_kernels(module_text, kernels) if kernels else {}
+        launch = cpp.call_source
+    else:
+        _check_triton_can_run(devices)
+        triton.check_supported(kernels)
+        writers = {k.name: triton.kernel_source(k) for k in kernels}
+        module_text = triton.module_source(["\n".join(w.lines) for w in writers.values()])
+        module = loader.load_python_module(module_text) if kernels else None
+        launchers = {k.name: getattr(module, k.name) for k in kernels}
+        launch = triton.call_source
+    wrapper_text, constants = wrapper_source(schedule, launch)
+    namespace = {"torch": torch, "ops": OPS_NAMESPACE, **launchers, **constants}
+    return CompiledModule(
+        backend=backend,
+        wrapper_source=wrapper_text,
+        kernel_sources={name: "\n".join(w.lines) + "\n" for name, w in writers.items()},
+        module_source=module_text,
+        line_origins=_line_origins(writers),
+        schedule=schedule,
+        _call=_compile_wrapper(wrapper_text, namespace),
+    )
+
+
+def _line_origins(writers: dict[str, CodeWriter]) -> dict[tuple[str, int], list[SourceLoc]]:
+    origins = {}
+    for name, writer in writers.items():
+        for number, nodes in enumerate(writer.origins, start=1):
+            sources = list(dict.fromkeys(n.source for n in nodes if n.source is not None))
+            if sources:
+                origins[name, number] = sources
+    return origins
+
+
+def _compile_wrapper(text: str, namespace: dict[str, Any]) -> Callable[[list[torch.Tensor]], Any]:
+    # registered with linecache so tracebacks through the wrapper show its lines
+    filename = f"<minicompiler wrapper {abs(hash(text)):x}>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
+    exec(compile(text, filename, "exec"), namespace)
+    return namespace["call"]
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
+
+
+def _check_triton_can_run(devices: set[str]) -> None:
+    try:
+        import triton as triton_package  # noqa: F401
+    except ImportError:
+        raise CodegenError("triton backend needs the triton package (pip install triton)") from None
+    if _interpreting():
+        return  # the interpreter runs kernels on CPU (or GPU) tensors with numpy
+    if not torch.cuda.is_available():
+        raise CodegenError("triton backend needs a CUDA GPU, or TRITON_INTERPRET=1 to run kernels on the CPU")
+    if devices - {"cuda"}:
+        raise CodegenError(f"triton backend runs on CUDA tensors, got {sorted(devices)}")
+

@@ -1,0 +1,294 @@
+"""The Triton backend: the `ops` calls of a kernel body spelled as Triton.
+
+A pointwise kernel is a 1-D grid of programs, each over BLOCK elements:
+
+    @triton.jit
+    def kernel_cos_cos(in_x, out_cos_1, BLOCK: tl.constexpr):
+        xindex = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        xmask = xindex < 4194304
+        tmp0 = tl.load(in_x + xindex, mask=xmask)
+        ...
+
+A reduction kernel gives each program XBLOCK rows, and sweeps their reduced dims RBLOCK
+columns at a time, accumulating [XBLOCK, RBLOCK] partial results in registers (float32 for
+float16/bfloat16 data) and folding them along axis 1 after the sweep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+
+import torch
+
+from minicompiler.codegen.body import BodyWriter, param_name
+from minicompiler.codegen.common import (
+    CodegenError,
+    CodeWriter,
+    KernelOps,
+    Level,
+    Value,
+    provenance_comment,
+    reduction_identity,
+)
+from minicompiler.fuse.schedule import Kernel
+
+MAX_RBLOCK = 4096  # longer rows are swept in chunks
+POINTWISE_BLOCK = 1024
+
+# Math the interpreter (TRITON_INTERPRET=1) cannot take from libdevice, written with core
+# tl ops so one source runs on the GPU and on the CPU alike.
+PRELUDE = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _max_nan(a, b):
+    # NaN-propagating max (torch.amax); the combine function of tl.reduce
+    return tl.where((a > b) | (a != a), a, b)
+
+
+@triton.jit
+def _min_nan(a, b):
+    return tl.where((a < b) | (a != a), a, b)
+
+
+@triton.jit
+def _remainder(a, b):
+    # Python's %: the sign of the divisor (Triton's % follows the dividend, like C)
+    m = a % b
+    return tl.where((m != 0) & ((m < 0) != (b < 0)), m + b, m)
+
+
+@triton.jit
+def _sign(x):
+    # (nested tl.where on a value loaded from bfloat16 miscompiled in Triton 3.6 on an H100)
+    return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+
+
+@triton.jit
+def _trunc(x):
+    return tl.where(x < 0, tl.ceil(x), tl.floor(x))
+
+
+@triton.jit
+def _tan(x):
+    return tl.sin(x) / tl.cos(x)
+
+
+@triton.jit
+def _expm1(x):
+    # Kahan: (u - 1) * x / log(u) cancels the rounding error of u = exp(x) for small x
+    u = tl.exp(x)
+    um1 = u - 1
+    r = tl.where(um1 == 0, x, um1 * x / tl.log(u))
+    return tl.where((um1 == -1) | (u == float("inf")), um1, r)
+
+
+@triton.jit
+def _log1p(x):
+    # Goldberg: log(u) * x / (u - 1) cancels the rounding error of u = 1 + x
+    u = 1 + x
+    r = tl.where(u == 1, x, tl.log(u) * x / (u - 1))
+    return tl.where(u == float("inf"), u, r)
+
+
+@triton.jit
+def _tanh(x):
+    # expm1(2x) / (expm1(2x) + 2); beyond 20 tanh is 1 and expm1 would overflow
+    e = _expm1(2 * x)
+    return tl.where(x > 20, 1.0, e / (e + 2))
+
+
+@triton.jit
+def _pow(a, b):
+    # a ** b = 2 ** (b * log2|a|), with C's pow signs: odd integer powers of a negative base are
+    # negative, non-integer ones are NaN, and anything to the power 0 is 1
+    r = tl.exp2(b * tl.log2(tl.abs(a)))
+    whole = tl.floor(b) == b
+    odd = whole & (tl.abs(b % 2) == 1)
+    r = tl.where((a < 0) & odd, -r, r)
+    r = tl.where((a < 0) & ~whole, float("nan"), r)
+    return tl.where(b == 0, 1.0, r)
+'''
+
+TYPES = {
+    torch.float32: "tl.float32", torch.float64: "tl.float64", torch.float16: "tl.float16",
+    torch.bfloat16: "tl.bfloat16", torch.int64: "tl.int64", torch.int32: "tl.int32",
+    torch.int16: "tl.int16", torch.int8: "tl.int8", torch.uint8: "tl.uint8", torch.bool: "tl.int1",
+}
+
+TEMPLATES = {
+    "neg": "-{0}", "abs": "tl.abs({0})", "exp": "tl.exp({0})", "log": "tl.log({0})",
+    "sqrt": "tl.sqrt({0})", "rsqrt": "tl.rsqrt({0})", "sin": "tl.sin({0})", "cos": "tl.cos({0})",
+    "tan": "_tan({0})", "tanh": "_tanh({0})", "erf": "tl.erf({0})", "log1p": "_log1p({0})",
+    "expm1": "_expm1({0})", "reciprocal": "1 / {0}", "floor": "tl.floor({0})", "ceil": "tl.ceil({0})",
+    "trunc": "_trunc({0})", "sign": "_sign({0})", "logical_not": "{0} == 0",
+    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "div": "{0} / {1}", "pow": "_pow({0}, {1})",
+    "maximum": "tl.maximum({0}, {1}, propagate_nan=tl.PropagateNan.ALL)",
+    "minimum": "tl.minimum({0}, {1}, propagate_nan=tl.PropagateNan.ALL)",
+    "eq": "{0} == {1}", "ne": "{0} != {1}", "lt": "{0} < {1}", "le": "{0} <= {1}", "gt": "{0} > {1}",
+    "ge": "{0} >= {1}", "logical_and": "{0} & {1}", "logical_or": "{0} | {1}",
+    "remainder": "_remainder({0}, {1})", "where": "tl.where({0}, {1}, {2})",
+}
+# ops whose Triton spelling takes Python numbers as operands; the rest need tensors
+TAKES_NUMBERS = frozenset({
+    "add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+    "where", "maximum", "minimum", "reciprocal",
+})
+UPDATE = {"sum": "{acc} + {value}", "amax": "_max_nan({acc}, {value})", "amin": "_min_nan({acc}, {value})"}
+FOLD = {"sum": "tl.sum({acc}, 1)", "amax": "tl.reduce({acc}, 1, _max_nan)",
+        "amin": "tl.reduce({acc}, 1, _min_nan)"}
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def launch_config(kernel: Kernel) -> dict[str, int]:
+    """Block sizes and warps, fixed at generate time: part of the launch line."""
+    if kernel.kind == "pointwise":
+        block = min(POINTWISE_BLOCK, max(16, _next_power_of_2(math.prod(kernel.domain))))
+        return {"BLOCK": block, "num_warps": 4}
+    rblock = min(MAX_RBLOCK, _next_power_of_2(math.prod(kernel.domain[d] for d in kernel.reduction_dims)))
+    xblock = min(_next_power_of_2(math.prod(kernel.reduced_shape)), max(1, 1024 // rblock))
+    return {"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": 8 if xblock * rblock >= 2048 else 4}
+
+
+class TritonOps(KernelOps):
+    templates = TEMPLATES
+    floordiv, xvar, rvar = "//", "xindex", "rindex"
+
+    def type_name(self, dtype: torch.dtype) -> str:
+        return TYPES[dtype]
+
+    def declaration(self, name: str, expr: str, dtype: torch.dtype) -> str:
+        return f"{name} = {expr}"
+
+    def pointwise(self, op: str, *args: Value) -> Value:
+        if all(a.constant for a in args) or op not in TAKES_NUMBERS:
+            args = tuple(self.tensor(a) for a in args)
+        return super().pointwise(op, *args)
+
+    def tensor(self, x: Value) -> Value:
+        """A Python-number constant as a one-element tensor (tl functions take tensors)."""
+        return self.assign(f"tl.full([1], {x}, {self.type_name(x.dtype)})", x.dtype) if x.constant else x
+
+    def constant(self, value: bool | int | float, dtype: torch.dtype) -> Value:
+        if isinstance(value, float) and not math.isfinite(value):
+            text = f'float("{value}")'
+        else:
+            text = repr(value)
+        return Value(f"({text})" if text.startswith("-") else text, dtype, constant=True)
+
+    def to_dtype(self, x: Value, dtype: torch.dtype) -> Value:
+        if x.dtype == dtype:
+            return x
+        x = self.tensor(x)
+        if dtype == torch.bool:
+            return self.assign(f"{x} != 0", dtype)
+        return self.assign(f"{x}.to({self.type_name(dtype)})", dtype)
+
+    def round_to(self, x: Value, dtype: torch.dtype) -> Value:
+        return self.assign(f"{self.tensor(x)}.to({self.type_name(dtype)}).to(tl.float32)", x.dtype)
+
+    def mask(self, index: str) -> str | None:
+        """The mask matching the block shape of a pointer at `index`."""
+        if self.kernel.kind == "pointwise" or self.rvar not in index:
+            return "xmask" if self.xvar in index else None
+        return "xmask & rmask" if self.xvar in index else "rmask"
+
+    def load(self, param: str, dtype: torch.dtype, index: str, level: Level) -> Value:
+        mask = self.mask(index)
+        text = f"tl.load({param} + {index}, mask={mask})" if mask else f"tl.load({param} + {index})"
+        if dtype in (torch.float16, torch.bfloat16):
+            return self.assign(f"{text}.to(tl.float32)", torch.float32)
+        return self.assign(text, dtype)
+
+    def store(self, param: str, dtype: torch.dtype, index: str, value: Value, level: Level) -> None:
+        if self.mask(index) is None:  # one element: still a block pointer, to match the mask
+            per_element = level == "element" and self.kernel.kind == "reduction"
+            index = f"0 * ({self.xvar} + {self.rvar})" if per_element else f"0 * {self.xvar}"
+        value = self.tensor(value)
+        text = value.text if dtype == value.dtype else f"{value}.to({self.type_name(dtype)})"
+        self.writer.line(f"tl.store({param} + {index}, {text}, mask={self.mask(index)})")
+
+    def reduction_init(self, op: str, dtype: torch.dtype) -> str:
+        acc = self.fresh("acc")
+        init = self.constant(reduction_identity(op, dtype), dtype)
+        self.writer.line(f"{acc} = tl.full([XBLOCK, RBLOCK], {init}, {self.type_name(dtype)})")
+        return acc
+
+    def reduction_update(self, acc: str, op: str, value: Value) -> None:
+        # lanes past the end of the row keep the accumulator as it was
+        self.writer.line(f"{acc} = tl.where(rmask, {UPDATE[op].format(acc=acc, value=value)}, {acc})")
+
+    def reduction_result(self, acc: str, op: str, dtype: torch.dtype) -> Value:
+        return self.assign(f"{FOLD[op].format(acc=acc)}[:, None]", dtype)
+
+    @contextlib.contextmanager
+    def sweep(self, accumulators: list[tuple[str, str]]) -> Iterator[None]:
+        size = math.prod(self.kernel.domain[d] for d in self.kernel.reduction_dims)
+        w = self.writer
+        w.line(f"for roffset in range(0, {size}, RBLOCK):")
+        with w.indent():
+            w.line(f"{self.rvar} = roffset + rbase")
+            w.line(f"rmask = {self.rvar} < {size}")
+            yield
+
+
+def _needs_int64(kernel: Kernel) -> bool:
+    """Could an index pass 2**31 - 1? (int32 index math is cheaper, so only then int64.)"""
+    extents = [math.prod(kernel.domain)]
+    for buffer in kernel.inputs + kernel.outputs:
+        extents.append(sum((s - 1) * st for s, st in zip(buffer.shape, buffer.strides, strict=True)) + 1)
+    return max(extents) >= 2**31
+
+
+def kernel_source(kernel: Kernel) -> CodeWriter:
+    """The kernel's @triton.jit function, each line with the nodes it was written for."""
+    ops = TritonOps(kernel)
+    w = ops.writer
+    for node in kernel.nodes:
+        with w.origin(node):
+            w.line(f"# {provenance_comment(node)}")
+    params = [param_name(b.node, False) for b in kernel.inputs]
+    params += [param_name(b.node, True) for b in kernel.outputs]
+    config = launch_config(kernel)
+    params += [f"{name}: tl.constexpr" for name in config if name != "num_warps"]
+    program = "tl.program_id(0).to(tl.int64)" if _needs_int64(kernel) else "tl.program_id(0)"
+    w.line("@triton.jit")
+    w.line(f"def {kernel.name}({', '.join(params)}):")
+    with w.indent():
+        rows = math.prod(kernel.reduced_shape)
+        if kernel.kind == "pointwise":
+            w.line(f"xindex = {program} * BLOCK + tl.arange(0, BLOCK)")
+            w.line(f"xmask = xindex < {rows}")
+        else:
+            w.line(f"xindex = {program} * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
+            w.line(f"xmask = xindex < {rows}")
+            w.line("rbase = tl.arange(0, RBLOCK)[None, :]")
+        BodyWriter(kernel, ops).write()
+    return w
+
+
+def call_source(kernel: Kernel, args: list[str]) -> str:
+    """The wrapper line that launches the kernel: its grid and block sizes are constants."""
+    config = launch_config(kernel)
+    block = config["BLOCK"] if kernel.kind == "pointwise" else config["XBLOCK"]
+    grid = -(-math.prod(kernel.reduced_shape) // block)
+    options = ", ".join(f"{k}={v}" for k, v in config.items())
+    return f"{kernel.name}[({grid},)]({', '.join(args + [options])})"
+
+
+def check_supported(kernels: list[Kernel]) -> None:
+    for kernel in kernels:
+        for node in [b.node for b in kernel.inputs] + kernel.nodes:
+            if node.meta.dtype not in TYPES:
+                raise CodegenError(f"triton backend does not support {node.meta.dtype} ({node.name})")
+
+
+def module_source(kernel_texts: list[str]) -> str:
+    return PRELUDE.lstrip() + "\n\n" + "\n\n\n".join(kernel_texts) + "\n"

@@ -1,0 +1,108 @@
+"""The Python wrapper: a readable `def call(inputs)` that runs a schedule's steps in order.
+
+    def call(inputs):
+        x, w, b = inputs
+        # matmul = matmul  <- model.py:8  y = x @ w
+        matmul = ops.matmul(x, w)
+        maximum = torch.empty((64, 30), dtype=torch.float32)
+        kernel_add_maximum(matmul.data_ptr(), b.data_ptr(), maximum.data_ptr())
+        return maximum
+
+Each buffer is a local variable named after its node. The text is compiled and run as is,
+so what a learner reads is exactly what runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from minicompiler.codegen.common import provenance_comment
+from minicompiler.fuse.schedule import ExternCall, Kernel, Schedule
+from minicompiler.ir.graph import Node
+from minicompiler.ir.printer import format_value
+
+# Extern ops whose result is always a fresh contiguous tensor. Any other extern (cat,
+# torch_call) may hand back another layout, while kernels read it as contiguous.
+CONTIGUOUS_EXTERNS = frozenset({"matmul", "addmm", "bmm", "clone", "reshape"})
+RESERVED = frozenset({"torch", "ops", "inputs", "call", "float"})
+LITERALS = (type(None), bool, int, float, str, torch.dtype, torch.device)
+
+
+class _Writer:
+    def __init__(self, schedule: Schedule) -> None:
+        self.names: dict[Node, str] = {}
+        self.constants: dict[str, Any] = {}  # non-literal arguments, bound in the namespace
+        self.lines: list[str] = []
+        taken = set(RESERVED) | {k.name for k in schedule.kernels}
+        for node in schedule.buffers:
+            name = node.name
+            while name in taken or name.startswith(("const_", "kernel_")):
+                name += "_"
+            taken.add(name)
+            self.names[node] = name
+
+    def format(self, value: Any) -> str:
+        """Python source for an argument or output: buffers by name, literals as text."""
+        if isinstance(value, Node):
+            return self.names[value]
+        if isinstance(value, list):
+            return f"[{', '.join(self.format(v) for v in value)}]"
+        if isinstance(value, tuple) and not hasattr(value, "_fields"):
+            inner = ", ".join(self.format(v) for v in value)
+            return f"({inner},)" if len(value) == 1 else f"({inner})"
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            return "{" + ", ".join(f"{k!r}: {self.format(v)}" for k, v in value.items()) + "}"
+        if isinstance(value, LITERALS):
+            return format_value(value)
+        return self.bind(value)
+
+    def bind(self, value: Any) -> str:
+        name = f"const_{len(self.constants)}"
+        self.constants[name] = value
+        return name
+
+    def call_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        keywords = [f"{k}={self.format(v)}" for k, v in kwargs.items()]
+        return ", ".join([self.format(a) for a in args] + keywords)
+
+
+def wrapper_source(
+    schedule: Schedule, launch: Callable[[Kernel, list[str]], str]
+) -> tuple[str, dict[str, Any]]:
+    """The wrapper's text, and the constants its namespace must bind. `launch(kernel, args)`
+    is the backend's line that runs a kernel on the named buffers."""
+    w = _Writer(schedule)
+    lines = ["def call(inputs):"]
+    if schedule.graph.inputs:
+        unpacked = ", ".join(w.names[p] for p in schedule.graph.inputs)
+        lines.append(f"    {unpacked}{',' if len(schedule.graph.inputs) == 1 else ''} = inputs")
+    for step in schedule.steps:
+        if isinstance(step, Kernel):
+            lines += _kernel_lines(step, w, launch)
+            continue
+        node = step.node
+        lines.append(f"    # {provenance_comment(node)}")
+        if node.op == "torch_call":
+            call = f"{w.bind(node.args[0])}({w.call_args(node.args[1:], node.kwargs)})"
+        else:
+            call = f"ops.{node.op}({w.call_args(node.args, node.kwargs)})"
+        if isinstance(step, ExternCall) and node.op not in CONTIGUOUS_EXTERNS:
+            call += ".contiguous()"  # kernels read extern results as contiguous
+        lines.append(f"    {w.names[node]} = {call}")
+    lines.append(f"    return {w.format(schedule.graph.outputs)}")
+    return "\n".join(lines) + "\n", w.constants
+
+
+def _kernel_lines(kernel: Kernel, w: _Writer, launch: Callable[[Kernel, list[str]], str]) -> list[str]:
+    lines = []
+    for buffer in kernel.outputs:
+        device = "" if buffer.node.meta.device.type == "cpu" else f", device={str(buffer.node.meta.device)!r}"
+        lines.append(f"    {w.names[buffer.node]} = torch.empty({format_value(buffer.shape)}, "
+                     f"dtype={format_value(buffer.dtype)}{device})")
+    if any(math.prod(b.shape) > 0 for b in kernel.outputs):  # nothing to compute into empty outputs
+        lines.append(f"    {launch(kernel, [w.names[b.node] for b in kernel.inputs + kernel.outputs])}")
+    return lines

@@ -1,0 +1,17 @@
+"""decompose: torch-level ops -> primitive ops (PrimTorch's job).
+
+`decompose(graph)` rewrites every composite op with the decomposition table and puts the
+primitives' arguments in canonical form. The table is filled by the modules imported below,
+one small function per op.
+"""
+
+from minicompiler.decompose import matmul, pointwise, reductions, shapes  # noqa: F401  (fill the table)
+from minicompiler.decompose.table import (
+    DECOMPOSITIONS,
+    DecompositionError,
+    GraphOps,
+    decompose,
+    register_decomposition,
+)
+
+__all__ = ["DECOMPOSITIONS", "DecompositionError", "GraphOps", "decompose", "register_decomposition"]

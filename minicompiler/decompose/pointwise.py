@@ -1,0 +1,103 @@
+"""Activations and other element-wise composites, written as the formulas they are."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from minicompiler.decompose.table import GraphOps, register_decomposition
+from minicompiler.ir import Node
+
+
+@register_decomposition("sigmoid", upcast=True)
+def sigmoid(ops: GraphOps, x: Node) -> Node:
+    # 1 / (1 + exp(-x))
+    return ops.reciprocal(ops.add(ops.exp(ops.neg(x)), 1))
+
+
+@register_decomposition("relu")
+def relu(ops: GraphOps, x: Node) -> Node:
+    # max(x, 0)
+    return ops.maximum(x, 0)
+
+
+@register_decomposition("gelu", upcast=True)
+def gelu(ops: GraphOps, x: Node, approximate: str = "none") -> Node:
+    if approximate == "tanh":
+        # x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+        cube = ops.mul(ops.mul(x, x), x)
+        inner = ops.mul(ops.add(x, ops.mul(cube, 0.044715)), math.sqrt(2 / math.pi))
+        return ops.mul(ops.mul(x, 0.5), ops.add(ops.tanh(inner), 1))
+    # x/2 * (1 + erf(x / sqrt(2)))
+    return ops.mul(ops.mul(x, 0.5), ops.add(ops.erf(ops.mul(x, 1 / math.sqrt(2))), 1))
+
+
+@register_decomposition("silu", upcast=True)
+def silu(ops: GraphOps, x: Node) -> Node:
+    # x * sigmoid(x)
+    return ops.mul(x, ops.sigmoid(x))
+
+
+@register_decomposition("softplus", upcast=True)
+def softplus(ops: GraphOps, x: Node, beta: float = 1.0, threshold: float = 20.0) -> Node:
+    # log(1 + exp(beta*x)) / beta, or just x where beta*x > threshold (there exp would overflow
+    # and softplus(x) == x to working precision)
+    scaled = ops.mul(x, beta)
+    smooth = ops.div(ops.log1p(ops.exp(scaled)), beta)
+    return ops.where(ops.gt(scaled, threshold), x, smooth)
+
+
+@register_decomposition("leaky_relu")
+def leaky_relu(ops: GraphOps, x: Node, negative_slope: float = 0.01) -> Node:
+    # x if x > 0 else slope * x
+    return ops.where(ops.gt(x, 0), x, ops.mul(x, negative_slope))
+
+
+@register_decomposition("clamp")
+def clamp(ops: GraphOps, x: Node, min: Any = None, max: Any = None) -> Node:
+    # min(max(x, lo), hi); either bound may be missing
+    if min is not None:
+        x = ops.maximum(x, min)
+    if max is not None:
+        x = ops.minimum(x, max)
+    return x
+
+
+@register_decomposition("hardtanh")
+def hardtanh(ops: GraphOps, x: Node, min_val: float = -1.0, max_val: float = 1.0) -> Node:
+    # clamp(x, min_val, max_val)
+    return ops.clamp(x, min_val, max_val)
+
+
+@register_decomposition("square")
+def square(ops: GraphOps, x: Node) -> Node:
+    # x * x  (torch squares booleans as int64: True*True would stay bool)
+    if x.meta.dtype == torch.bool:
+        x = ops.convert(x, torch.int64)
+    return ops.mul(x, x)
+
+
+@register_decomposition("addcmul", upcast=True)
+def addcmul(ops: GraphOps, x: Node, a: Node, b: Node, value: float = 1) -> Node:
+    # x + value * a * b   (in torch's order of operations, so rounding matches)
+    return ops.add(x, ops.mul(ops.mul(a, value), b))
+
+
+@register_decomposition("lerp", upcast=True)
+def lerp(ops: GraphOps, start: Node, end: Node, weight: Any) -> Node:
+    # start + weight * (end - start). Like torch, for |weight| >= 0.5 compute it from the
+    # other end, end - (1 - weight) * (end - start), which is exact at weight == 1.
+    delta = ops.sub(end, start)
+
+    def from_start() -> Node:
+        return ops.add(start, ops.mul(delta, weight))
+
+    def from_end() -> Node:
+        rest = ops.sub(1, weight) if isinstance(weight, Node) else 1 - weight
+        return ops.sub(end, ops.mul(delta, rest))
+
+    if not isinstance(weight, Node):  # a Python number: pick the formula now
+        return from_start() if abs(weight) < 0.5 else from_end()
+    return ops.where(ops.lt(ops.abs(weight), 0.5), from_start(), from_end())

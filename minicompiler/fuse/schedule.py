@@ -1,0 +1,164 @@
+"""What `fuse` produces: a `Schedule`, the graph's work as an ordered list of steps.
+
+A step is one of:
+  Kernel      a group of pointwise/reduction nodes that codegen turns into ONE generated loop nest
+  ExternCall  a node torch runs whole (matmul, cat, an unknown torch function, ...)
+  Alias       a view (reshape/permute/expand/slice) of a buffer: no work, a new shape over the
+              same memory, which kernels then read through its strides
+
+`Buffer`s are the values that live in memory at run time: the graph's inputs, what externs
+and aliases produce, and the kernel values that someone outside their kernel needs. Every
+other value exists only inside a kernel's loop, in a register.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+
+from minicompiler.ir.graph import Graph, Node
+from minicompiler.ir.ops import OPS
+
+KernelKind = Literal["pointwise", "reduction"]
+BufferOrigin = Literal["input", "kernel", "extern", "alias"]
+
+
+def format_shape(shape: tuple[int, ...]) -> str:
+    return f"[{', '.join(map(str, shape))}]"
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A node's value held in memory. `reasons` say why a kernel value had to be stored."""
+
+    node: Node
+    origin: BufferOrigin
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.node.meta.shape
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.node.meta.dtype
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        return self.node.meta.stride()
+
+    def __str__(self) -> str:
+        why = f"  ({'; '.join(self.reasons)})" if self.reasons else ""
+        return f"{self.name}: {self.node.meta} {self.origin}{why}"
+
+
+@dataclass(eq=False)
+class Kernel:
+    """Nodes computed by one generated loop nest over the iteration space `domain`.
+
+    Pointwise kernel: every node has shape `domain`; one flat loop over its elements.
+    Reduction kernel: the reductions fold `reduction_dims` of `domain`. Nodes of shape
+    `domain` are *element* values (computed inside a loop over the reduced dims); the
+    reductions and the pointwise nodes over the reduced shape are *row* values (one per
+    row, a row being one point of the kept dims).
+    """
+
+    name: str
+    kind: KernelKind
+    domain: tuple[int, ...]
+    reduction_dims: tuple[int, ...]
+    nodes: list[Node]
+    inputs: list[Buffer] = field(default_factory=list)  # buffers read, in first-use order
+    outputs: list[Buffer] = field(default_factory=list)  # kernel values stored to memory
+
+    def is_row_value(self, node: Node) -> bool:
+        return OPS[node.op].kind == "reduction" or node.meta.shape != self.domain
+
+    @property
+    def kept_dims(self) -> tuple[int, ...]:
+        return tuple(d for d in range(len(self.domain)) if d not in self.reduction_dims)
+
+    @property
+    def keepdim_shape(self) -> tuple[int, ...]:
+        """The reduced shape with the folded dims kept as size 1 (what keepdim=True gives)."""
+        return tuple(1 if d in self.reduction_dims else s for d, s in enumerate(self.domain))
+
+    @property
+    def reduced_shape(self) -> tuple[int, ...]:
+        """The reduced shape with the folded dims dropped (what keepdim=False gives)."""
+        return tuple(self.domain[d] for d in self.kept_dims)
+
+    def __str__(self) -> str:
+        over = format_shape(self.domain)
+        if self.kind == "reduction":
+            over += f" reducing dims {self.reduction_dims}"
+        stores = ", ".join(b.name for b in self.outputs) or "nothing"
+        return f"{self.name}: {self.kind} over {over}: {', '.join(n.name for n in self.nodes)} -> {stores}"
+
+
+@dataclass(frozen=True)
+class ExternCall:
+    """A node torch runs as a whole; its output is a buffer."""
+
+    node: Node
+    reason: str
+
+    def __str__(self) -> str:
+        inputs = ", ".join(i.name for i in self.node.inputs())
+        return f"extern {self.node.name} = {self.node.op}({inputs})  ({self.reason})"
+
+
+@dataclass(frozen=True)
+class Alias:
+    """A view of a buffer, made in the wrapper with torch's own view op (zero copy)."""
+
+    node: Node
+
+    def __str__(self) -> str:
+        source = self.node.args[0]
+        return f"alias {self.node.name} = {self.node.op}({source.name})"
+
+
+Step = Kernel | ExternCall | Alias
+
+
+@dataclass(frozen=True)
+class FusionDecision:
+    """Whether `consumer` was put in the same kernel as `producer`, and why (or why not)."""
+
+    producer: Node
+    consumer: Node
+    fused: bool
+    reason: str
+
+    def __str__(self) -> str:
+        verdict = "fused" if self.fused else "not fused"
+        return f"{self.producer.name} -> {self.consumer.name}: {verdict}: {self.reason}"
+
+
+@dataclass
+class Schedule:
+    graph: Graph
+    steps: list[Step]
+    buffers: dict[Node, Buffer]
+    decisions: list[FusionDecision]
+
+    @property
+    def kernels(self) -> list[Kernel]:
+        return [s for s in self.steps if isinstance(s, Kernel)]
+
+    @property
+    def refusals(self) -> list[FusionDecision]:
+        return [d for d in self.decisions if not d.fused]
+
+    def __str__(self) -> str:
+        lines = ["steps:"] + [f"  {step}" for step in self.steps]
+        lines += ["buffers:"] + [f"  {b}" for b in self.buffers.values()]
+        lines += ["decisions:"] + [f"  {d}" for d in self.decisions]
+        return "\n".join(lines)

@@ -1,0 +1,217 @@
+"""`fuse(graph) -> Schedule`: group a primitive graph's nodes into kernels (a small
+TorchInductor scheduler).
+
+One greedy walk in execution order. Each pointwise or reduction node tries the kernels that
+hold its producers, the most recent first, and joins the first that `can_fuse` accepts; if
+it also reads another kernel with the same iteration space, that kernel is merged in (so
+`cos(x) + sin(x)` is one kernel, not two). A node whose inputs are all buffers joins a
+kernel that reads the same buffer, if one fits. A node that joins nothing starts a new kernel.
+Views become `Alias` steps and extern ops `ExternCall` steps; every refusal is recorded with
+its reason. Buffer planning (what is stored, and why) runs on the finished steps.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from minicompiler.fuse.buffers import plan_buffers
+from minicompiler.fuse.rules import can_fuse, iteration_space, kernel_refusal
+from minicompiler.fuse.schedule import Alias, ExternCall, FusionDecision, Kernel, Schedule, Step
+from minicompiler.ir.graph import Graph, Node
+from minicompiler.ir.ops import OPS
+
+MAX_NAME_OPS = 5  # kernel names list at most this many ops, then "_etc"
+
+
+class FuseError(ValueError):
+    """The graph holds something `fuse` cannot schedule (a composite or unknown op)."""
+
+
+def fuse(graph: Graph) -> Schedule:
+    """Group `graph` (primitive ops only) into kernels, extern calls and aliases."""
+    scheduler = _Scheduler(graph)
+    for node in graph.compute_nodes():
+        scheduler.visit(node)
+    return scheduler.finish()
+
+
+def _start_kernel(node: Node) -> Kernel:
+    domain, dims = iteration_space(node)
+    kind = "reduction" if OPS[node.op].kind == "reduction" else "pointwise"
+    return Kernel("", kind, domain, dims, [node])
+
+
+def _add(kernel: Kernel, node: Node) -> None:
+    if OPS[node.op].kind == "reduction" and kernel.kind == "pointwise":
+        kernel.kind, kernel.reduction_dims = "reduction", iteration_space(node)[1]
+    kernel.nodes.append(node)
+
+
+def _is_viewable(view: Node) -> bool:
+    """Can torch make this view without copying (given its input's strides)?"""
+    if view.op != "reshape":
+        return True
+    source = view.args[0].meta
+    try:
+        torch.empty_strided(source.shape, source.stride(), device="meta").view(view.meta.shape)
+    except RuntimeError:
+        return False
+    return True
+
+
+class _Scheduler:
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.users = graph.users()
+        self.steps: list[Step] = []
+        self.owner: dict[Node, Step] = {}
+        self.decisions: list[FusionDecision] = []
+
+    # -- one method per kind of node ------------------------------------------------------
+    def visit(self, node: Node) -> None:
+        if node.op not in OPS:
+            raise FuseError(f"{node.name}: unknown op {node.op!r}")
+        kind = OPS[node.op].kind
+        if kind == "composite":
+            raise FuseError(f"{node.name}: {node.op} is not a primitive op; run decompose first")
+        if kind == "view":
+            self.view(node)
+        elif kind == "extern":
+            self.extern(node)
+        elif node.op == "full" and not self._needs_buffer(node):
+            pass  # a constant: every kernel that reads it writes the value inline
+        else:
+            self.compute(node)
+
+    def view(self, node: Node) -> None:
+        self._refuse_kernel_producers(node)
+        if _is_viewable(node):
+            self._append(Alias(node), node)
+        else:
+            reason = "reshape of this layout cannot be a view: torch copies it into a new buffer"
+            self._append(ExternCall(node, reason), node)
+
+    def extern(self, node: Node) -> None:
+        self._refuse_kernel_producers(node)
+        self._append(ExternCall(node, f"{node.op} runs in torch"), node)
+
+    def compute(self, node: Node) -> None:
+        producers = [p for p in dict.fromkeys(node.inputs()) if p in self.owner]
+        for producer in producers:  # extern outputs and views: recorded, never fused
+            if not isinstance(self.owner[producer], Kernel):
+                self.decisions.append(can_fuse(None, producer, node))
+        candidates = sorted(
+            {id(k): k for p in producers if isinstance(k := self.owner[p], Kernel)}.values(),
+            key=self.steps.index, reverse=True,
+        )
+        for kernel in candidates:
+            producer = [p for p in producers if self.owner[p] is kernel][-1]
+            decision = can_fuse(kernel, producer, node)
+            late = self._computed_after(kernel, node)
+            if decision.fused and late is not None:
+                reason = f"reads {late.name}, computed after {_step_name(kernel)}"
+                decision = FusionDecision(producer, node, False, reason)
+            self.decisions.append(decision)
+            if decision.fused:
+                # only older kernels remain: `node` reading a newer one would be refused above
+                for older in candidates[candidates.index(kernel) + 1 :]:
+                    self._try_merge(older, kernel, node)
+                _add(kernel, node)
+                self.owner[node] = kernel
+                return
+        if not candidates and self._join_sibling(node):
+            return
+        self._append(_start_kernel(node), node)
+
+    def _join_sibling(self, node: Node) -> bool:
+        """Join the latest kernel that reads one of `node`'s inputs too (horizontal fusion:
+        `sum(x)` beside `sum(x * x)` loads x once per element instead of twice)."""
+        shared = [i for i in node.inputs() if i.op != "full"]
+        for kernel in reversed([s for s in self.steps if isinstance(s, Kernel)]):
+            reads = {i for member in kernel.nodes for i in member.inputs()}
+            common = [i for i in shared if i in reads]
+            if common and kernel_refusal(kernel, node) is None and self._computed_after(kernel, node) is None:
+                reason = f"shares input {common[0].name} with {_step_name(kernel)}"
+                self.decisions.append(FusionDecision(common[0], node, True, reason))
+                _add(kernel, node)
+                self.owner[node] = kernel
+                return True
+        return False
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _append(self, step: Step, node: Node) -> None:
+        self.steps.append(step)
+        self.owner[node] = step
+
+    def _needs_buffer(self, node: Node) -> bool:
+        """Does a graph output, an extern or a view read `node` (so it must be in memory)?"""
+        return any(u.op == "output" or OPS[u.op].kind in ("extern", "view") for u in self.users[node])
+
+    def _refuse_kernel_producers(self, node: Node) -> None:
+        for producer in dict.fromkeys(node.inputs()):
+            if isinstance(kernel := self.owner.get(producer), Kernel):
+                self.decisions.append(can_fuse(kernel, producer, node))
+
+    def _computed_after(self, kernel: Kernel, node: Node) -> Node | None:
+        """An input of `node` from outside `kernel` whose step runs after `kernel`, if any."""
+        position = self.steps.index(kernel)
+        for inp in node.inputs():
+            step = self.owner.get(inp)
+            if step is not None and step is not kernel and self.steps.index(step) > position:
+                return inp
+        return None
+
+    def _try_merge(self, earlier: Kernel, later: Kernel, node: Node) -> None:
+        """Move `earlier`'s nodes into `later` if the result is one valid loop nest and no step
+        in between needs `earlier`'s values."""
+        producer = [p for p in node.inputs() if self.owner.get(p) is earlier][-1]
+        start, end = self.steps.index(earlier), self.steps.index(later)
+        between = set(self.steps[start + 1 : end])
+        reason = None
+        for member in earlier.nodes:
+            readers = {self.owner.get(u) for u in self.users[member]}
+            if needed_by := readers & between:
+                reason = f"{member.name} is needed by {_step_name(needed_by.pop())} in between"
+                break
+        if reason is None:
+            merged = _start_kernel(earlier.nodes[0])
+            for member in earlier.nodes[1:] + later.nodes + [node]:
+                if (reason := kernel_refusal(merged, member)) is not None:
+                    break
+                _add(merged, member)
+        if reason is not None:
+            self.decisions.append(FusionDecision(producer, node, False, f"cannot merge its kernel: {reason}"))
+            return
+        merged.nodes.pop()  # `node` itself joins after the merges
+        later.kind, later.domain = merged.kind, merged.domain
+        later.reduction_dims, later.nodes = merged.reduction_dims, merged.nodes
+        self.steps.remove(earlier)
+        for member in earlier.nodes:
+            self.owner[member] = later
+        self.decisions.append(FusionDecision(producer, node, True, "merged its kernel: same iteration space"))
+
+    def finish(self) -> Schedule:
+        used: set[str] = set()
+        for kernel in (s for s in self.steps if isinstance(s, Kernel)):
+            kernel.name = _kernel_name(kernel, used)
+        buffers = plan_buffers(self.graph, self.steps)
+        return Schedule(self.graph, self.steps, buffers, self.decisions)
+
+
+def _step_name(step: Step | None) -> str:
+    if isinstance(step, Kernel):
+        return f"the kernel holding {step.nodes[-1].name}"
+    return step.node.name if step is not None else "?"
+
+
+def _kernel_name(kernel: Kernel, used: set[str]) -> str:
+    """kernel_<ops in order>, e.g. kernel_amax_sub_exp_sum_div; long lists end in _etc."""
+    ops = [n.op for n in kernel.nodes]
+    if len(ops) > MAX_NAME_OPS + 1:
+        ops = ops[:MAX_NAME_OPS] + ["etc"]
+    base = name = "kernel_" + "_".join(ops)
+    suffix = 1
+    while name in used:
+        name, suffix = f"{base}_{suffix}", suffix + 1
+    used.add(name)
+    return name

@@ -1,0 +1,120 @@
+"""Algebraic rewrite rules, tinygrad style: a list of (pattern, rewrite), each named by the
+identity it applies.
+
+A rewrite gets the pattern's variables and returns the replacement (an existing node or new
+nodes built in the graph), or None to decline. Every replacement is checked before it is
+kept: it must be a node with the shape and dtype of the node it replaces, else the rule is
+skipped. That check is part of every rule: it is what makes `reshape(x, shape) -> x` fire
+only when `shape` is x's own shape, and what keeps `x_int / 1` (a float) from becoming `x_int`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from minicompiler.ir import Graph, Node, rewrite
+from minicompiler.simplify.facts import location
+from minicompiler.simplify.patterns import Arg, P, Pattern, match_call
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str  # the identity, e.g. "x*1 -> x"; the log prints it
+    pattern: Pattern
+    rewrite: Callable[..., Any]  # (graph, **variables) -> replacement node, or None
+
+
+def _zeros_unless_float(g: Graph, x: Node) -> Node | None:
+    # For floats x*0 is not 0: inf*0 and nan*0 are nan, and -1*0 is -0.0.
+    if x.meta.dtype.is_floating_point or x.meta.dtype.is_complex:
+        return None
+    return g.call("full", x.meta.shape, 0, x.meta.dtype, x.meta.device)
+
+
+def _times_reciprocal(g: Graph, x: Node, c: Any) -> Node | None:
+    # Exact only for c = ±2^k with c and 1/c normal numbers in the result dtype: then x/c and
+    # x*(1/c) are the same real number, rounded once. (Multiplying is cheaper than dividing.)
+    if not isinstance(c, (int, float)) or isinstance(c, bool):
+        return None
+    dtype = x.meta.dtype if x.meta.dtype.is_floating_point else torch.get_default_dtype()
+    info = torch.finfo(dtype)
+    if not info.tiny <= abs(c) <= info.max or not info.tiny <= abs(1 / c) <= info.max:
+        return None
+    if abs(math.frexp(c)[0]) != 0.5:  # not a power of two
+        return None
+    return g.call("mul", x, 1 / c)
+
+
+def _same_shape_and_dtype(a: Node, b: Node) -> bool:
+    return (a.meta.shape, a.meta.dtype) == (b.meta.shape, b.meta.dtype)
+
+
+def _is_identity(dims: Sequence[int]) -> bool:
+    return all(d % len(dims) == i for i, d in enumerate(dims))
+
+
+RULES: list[Rule] = [
+    Rule("x*1 -> x", P("mul", "x", 1), lambda g, x: x),
+    # -0.0 + 0 is +0.0, so only the sign of a zero can differ
+    Rule("x+0 -> x", P("add", "x", 0), lambda g, x: x),
+    Rule("x-0 -> x", P("sub", "x", 0), lambda g, x: x),
+    Rule("x/1 -> x", P("div", "x", 1), lambda g, x: x),
+    Rule("x*0 -> zeros (not for floats)", P("mul", "x", 0), _zeros_unless_float),
+    Rule("x/c -> x*(1/c) for c a power of 2", P("div", "x", Arg("c")), _times_reciprocal),
+    Rule("x**1 -> x", P("pow", "x", 1), lambda g, x: x),
+    Rule("x**2 -> x*x", P("pow", "x", 2), lambda g, x: g.call("mul", x, x)),
+    Rule("x**0.5 -> sqrt(x)", P("pow", "x", 0.5), lambda g, x: g.call("sqrt", x)),
+    Rule("neg(neg(x)) -> x", P("neg", P("neg", "x")), lambda g, x: x),
+    # exact only for x > 0 (for x < 0, log gives nan); torch.compile rewrites it the same way
+    Rule("exp(log(x)) -> x", P("exp", P("log", "x")), lambda g, x: x),
+    # the dtype check above makes these two fire only for a no-op convert / reshape
+    Rule("convert(x, same dtype) -> x", P("convert", "x", Arg("dtype")), lambda g, x, dtype: x),
+    Rule("reshape to same shape -> x", P("reshape", "x", Arg("shape")), lambda g, x, shape: x),
+    Rule("expand to same shape -> x", P("expand", "x", Arg("shape")), lambda g, x, shape: x),
+    Rule(
+        "reshape(reshape(x)) -> reshape",
+        P("reshape", P("reshape", "x", Arg("inner")), Arg("shape")),
+        lambda g, x, inner, shape: g.call("reshape", x, shape),
+    ),
+    # the shape check is not enough here: permute(x, (1, 0)) keeps the shape of a square x
+    Rule(
+        "permute identity -> x",
+        P("permute", "x", Arg("dims")),
+        lambda g, x, dims: x if _is_identity(dims) else None,
+    ),
+    # permute(permute(x, p), q) -> permute(x, p∘q): dim i of the result is dim p[q[i]] of x
+    Rule(
+        "permute(permute(x)) -> one permute",
+        P("permute", P("permute", "x", Arg("p")), Arg("q")),
+        lambda g, x, p, q: g.call("permute", x, tuple(p[i] for i in q)),
+    ),
+]
+
+
+def apply_algebraic_rules(graph: Graph, log: list[str] | None = None, rules: Sequence[Rule] = RULES) -> Graph:
+    """A new graph where each node matching a rule is replaced by the rule's rewrite."""
+
+    def rule(new: Graph, node: Node, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Node | None:
+        if kwargs:  # patterns match positional arguments only
+            return None
+        for candidate in rules:
+            variables = match_call(candidate.pattern, node.op, args, {})
+            if variables is None:
+                continue
+            first_new = len(new.nodes)
+            result = candidate.rewrite(new, **variables)
+            if isinstance(result, Node) and _same_shape_and_dtype(result, node):
+                for made in new.nodes[first_new:]:
+                    made.tags.update(node.tags)
+                if log is not None:
+                    log.append(f"algebraic: %{node.name}: {candidate.name}{location(node)}")
+                return result
+            del new.nodes[first_new:]  # take back the nodes of a declined rewrite
+        return None
+
+    return rewrite(graph, rule)

@@ -1,0 +1,89 @@
+"""Reductions and fused reduction kernels (softmax, layer_norm) through both backends."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+CASES = [  # (shape, dims, keepdim)
+    ((5, 37), (1,), True),
+    ((5, 37), (0,), False),  # leading dim: rows are strided
+    ((4, 3, 6), (0, 2), True),  # two dims, not adjacent
+    ((4, 3, 6), (), False),  # () means every dim: a 0-d result
+    ((), (), False),
+    ((1,), (0,), True),
+    ((2, 5000), (1,), True),  # longer than one block: swept in chunks
+    ((3, 0), (1,), True),  # empty rows: the sum is 0
+]
+
+
+@pytest.mark.parametrize("op", ["sum", "amax", "amin"])
+@pytest.mark.parametrize("shape, dims, keepdim", CASES)
+def test_reduction(op, shape, dims, keepdim, backend, check):
+    if op != "sum" and 0 in shape:
+        pytest.skip("amax/amin of nothing is an error in torch")
+    x = torch.randn(shape)
+    if op != "sum" and x.numel() > 3:
+        x.view(-1)[2] = math.nan  # amax/amin propagate NaN
+    check(lambda g, x: g.call(op, g.call("cos", x), dims, keepdim), x, backend=backend, tolerance=1e-4)
+
+
+def test_reduction_of_a_transposed_input(backend, check):
+    x = torch.randn(37, 6).t()
+    check(lambda g, x: (g.call("sum", x, (1,), False), g.call("amax", x, (0,), True)), x, backend=backend)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.bool])
+def test_reduction_dtypes(dtype, backend, check):
+    x = torch.randn(6, 70) if dtype.is_floating_point else torch.randint(-3, 4, (6, 70))
+    x = x.to(dtype)
+    ops = ["sum", "amax"] if dtype == torch.bool else ["sum", "amax", "amin"]
+    check(lambda g, x: tuple(g.call(op, x, (1,), False) for op in ops), x, backend=backend, tolerance=2e-2)
+
+
+def softmax(g, x, dim=1):
+    exps = g.call("exp", g.call("sub", x, g.call("amax", x, (dim,), True)))
+    return g.call("div", exps, g.call("sum", exps, (dim,), True))
+
+
+def layer_norm(g, x, weight, bias, eps=1e-5):
+    n = x.meta.shape[-1]
+    dims = (x.meta.ndim - 1,)
+    centered = g.call("sub", x, g.call("div", g.call("sum", x, dims, True), n))
+    variance = g.call("div", g.call("sum", g.call("mul", centered, centered), dims, True), n)
+    normed = g.call("mul", centered, g.call("rsqrt", g.call("add", variance, eps)))
+    return g.call("add", g.call("mul", normed, weight), bias)
+
+
+@pytest.mark.parametrize("shape", [(8, 100), (3, 5000), (1, 1)])
+def test_softmax_is_one_kernel_and_matches_torch(shape, backend, check):
+    x = torch.randn(shape) * 5
+    module = check(softmax, x, backend=backend)
+    assert len(module.schedule.kernels) == 1
+    torch.testing.assert_close(module([x]), torch.softmax(x, 1))
+
+
+def test_softmax_over_leading_dim_with_float16_io(backend, check):
+    x = torch.randn(300, 7, dtype=torch.float16)
+    check(lambda g, x: softmax(g, x, dim=0), x, backend=backend)
+
+
+def test_layer_norm_is_one_kernel_and_matches_torch(backend, check):
+    x, weight, bias = torch.randn(4, 6, 50), torch.randn(50), torch.randn(50)
+    module = check(layer_norm, x, weight, bias, backend=backend, tolerance=1e-4)
+    assert len(module.schedule.kernels) == 1
+    expected = F.layer_norm(x, (50,), weight, bias)
+    torch.testing.assert_close(module([x, weight, bias]), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_reduction_kernel_outputs_per_row_and_per_element_values(backend, check):
+    """Row values (the statistics) and element values stored by the same kernel."""
+
+    def fn(g, x):
+        total = g.call("sum", x, (1,), True)
+        mean = g.call("div", total, x.meta.shape[1])
+        return g.call("sub", x, mean), mean, g.call("sum", g.call("mul", x, 2.0), (1,), False)
+
+    module = check(fn, torch.randn(9, 33), backend=backend)
+    assert len(module.schedule.kernels) == 1

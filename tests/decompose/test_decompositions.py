@@ -1,0 +1,249 @@
+"""Every composite op in the op table, decomposed and run against eager torch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+
+from minicompiler.decompose import DECOMPOSITIONS, DecompositionError, decompose
+from minicompiler.ir import (
+    OPS,
+    Graph,
+    OpDef,
+    SourceLoc,
+    TensorMeta,
+    graph_to_python,
+    map_structure,
+    run_graph,
+    verify,
+)
+
+SOURCE = SourceLoc("user.py", 7, "y = f(x)")
+
+
+@dataclass(frozen=True)
+class T:
+    """A tensor argument: its shape and the range its random values are drawn from."""
+
+    shape: tuple[int, ...]
+    low: float = -3.0
+    high: float = 3.0
+
+    def sample(self, dtype: torch.dtype) -> torch.Tensor:
+        if dtype == torch.bool:
+            return torch.rand(self.shape) < 0.5
+        if not dtype.is_floating_point:
+            return torch.randint(int(self.low), int(self.high) + 1, self.shape, dtype=dtype)
+        return torch.empty(self.shape, dtype=torch.float64).uniform_(self.low, self.high).to(dtype)
+
+
+def case(*args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    return args, kwargs
+
+
+# op -> sample calls; every T becomes a graph input. Shapes: odd sizes, 0-d, broadcasting.
+CASES: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {
+    "sigmoid": [case(T((3, 5))), case(T(())), case(T((33,), -30, 30))],
+    "relu": [case(T((2, 3, 5))), case(T(()))],
+    "gelu": [case(T((3, 5))), case(T((3, 5)), approximate="tanh"), case(T(()), approximate="none")],
+    "silu": [case(T((17,))), case(T((2, 1, 3)))],
+    "clamp": [
+        case(T((4, 5)), -0.5, 0.5),
+        case(T((4, 5)), min=0.1),
+        case(T((4, 5)), max=-0.2),
+        case(T((4, 5)), T((5,), -1, 0), T((4, 1), 0, 1)),
+    ],
+    "mean": [
+        case(T((3, 4, 5))),
+        case(T((3, 4, 5)), (0, -1)),
+        case(T((3, 4, 5)), 1, True),
+        case(T(())),
+        case(T((3, 4)), -1, dtype=torch.float64),
+        case(T((0, 3)), 0),
+    ],
+    "var": [
+        case(T((3, 4, 5))),
+        case(T((3, 4, 5)), 1, correction=0, keepdim=True),
+        case(T((6, 7)), (-1,), correction=2),
+        case(T((1, 4)), 0),  # n - correction == 0: nan, as torch
+    ],
+    "std": [case(T((3, 4, 5))), case(T((5, 7)), [1, 0], correction=0, keepdim=True)],
+    "softmax": [
+        case(T((4, 7)), -1),
+        case(T((3, 4, 5)), 1),
+        case(T(()), 0),
+        case(T((2, 9), -100, 100), 1),
+        case(T((3, 5)), 0, dtype=torch.float64),
+        case(T((0, 4)), 1),
+    ],
+    "log_softmax": [
+        case(T((4, 7)), -1),
+        case(T((3, 4, 5)), 0),
+        case(T((2, 9), -100, 100), 1),
+        case(T((3, 5)), 1, dtype=torch.float64),
+    ],
+    "layer_norm": [
+        case(T((4, 7)), (7,)),
+        case(T((2, 3, 8)), (3, 8), T((3, 8)), T((3, 8))),
+        case(T((5, 6)), [6], None, T((6,)), eps=1e-3),
+        case(T((3, 5), 10, 11), (5,), T((5,))),  # large mean, small spread
+    ],
+    "linear": [
+        case(T((4, 6)), T((3, 6))),
+        case(T((4, 6)), T((3, 6)), T((3,))),
+        case(T((2, 5, 6)), T((3, 6)), T((3,))),
+        case(T((6,)), T((3, 6)), T((3,))),
+    ],
+    "square": [case(T((3, 4))), case(T(()))],
+    "transpose": [case(T((2, 3, 4)), 0, -1), case(T((3,)), 0, 0), case(T((3, 5)), 1, 0)],
+    "unsqueeze": [case(T((2, 3)), -1), case(T((2, 3)), 1), case(T(()), 0)],
+    "squeeze": [case(T((1, 3, 1))), case(T((1, 3, 1)), -1), case(T((1, 3, 1)), (0, 1)), case(T(()))],
+    "select": [case(T((3, 4)), 1, -1), case(T((3, 4, 2)), 0, 2), case(T((5,)), 0, 3)],
+    "contiguous": [case(T((3, 4)))],
+    "softplus": [case(T((4, 5), -30, 30)), case(T((4, 5)), 2.0, 5.0)],
+    "leaky_relu": [case(T((4, 5))), case(T((4, 5)), 0.2)],
+    "hardtanh": [case(T((4, 5))), case(T((4, 5)), -0.5, 2.0)],
+    "addcmul": [case(T((4, 5)), T((5,)), T((4, 1))), case(T((4, 5)), T((4, 5)), T(()), value=0.5)],
+    "lerp": [
+        case(T((4, 5)), T((4, 5)), 0.3),
+        case(T((4, 5)), T((4, 5)), 0.7),
+        case(T((4, 5)), T((5,)), T((4, 5), 0, 1)),
+    ],
+}
+
+
+def build(op: str, args: tuple[Any, ...], kwargs: dict[str, Any], dtype: torch.dtype) -> tuple[Graph, list]:
+    """A one-op graph calling `op` (from user.py:7) on fresh random inputs of `dtype`, and the inputs."""
+    graph, inputs = Graph(), []
+
+    def to_input(spec: Any) -> Any:
+        if not isinstance(spec, T):
+            return spec
+        inputs.append(spec.sample(dtype))
+        return graph.placeholder(f"in{len(inputs)}", TensorMeta.of(inputs[-1]))
+
+    args, kwargs = map_structure(to_input, args), map_structure(to_input, kwargs)
+    graph.output(graph.call(op, *args, source=SOURCE, **kwargs))
+    return graph, inputs
+
+
+
+COMPOSITES = sorted(name for name, op in OPS.items() if op.kind == "composite")
+FLOAT_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+TOLERANCE = {  # (rtol, atol): a few units in the last place of each dtype
+    torch.float32: (2e-5, 1e-4),  # layer_norm of values 10..11 loses ~5 bits to cancellation, in torch too
+    torch.float64: (1e-12, 1e-12),
+    torch.float16: (2e-3, 2e-3),
+    torch.bfloat16: (2e-2, 2e-2),
+}
+
+
+def decompose_and_compare(op: str, args: tuple, kwargs: dict, dtype: torch.dtype) -> Graph:
+    """Decompose a one-op graph; check it is all primitives and matches eager torch."""
+    graph, inputs = build(op, args, kwargs, dtype)
+    primitives = decompose(graph)
+    verify(primitives, primitive_only=True)
+    expected = run_graph(graph, *inputs)  # the one-op graph runs `op` eagerly
+    rtol, atol = TOLERANCE.get(dtype, (0, 0))
+    torch.testing.assert_close(run_graph(primitives, *inputs), expected, rtol=rtol, atol=atol, equal_nan=True)
+    return primitives
+
+
+def reductions(graph: Graph) -> list:
+    return [n for n in graph.compute_nodes() if OPS[n.op].kind == "reduction"]
+
+
+@pytest.mark.parametrize("op", COMPOSITES)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.filterwarnings("ignore:var.*degrees of freedom")  # the var case with n == correction
+def test_composite_matches_eager(op: str, dtype: torch.dtype) -> None:
+    # A composite added to the op table without sample calls in CASES fails here.
+    for args, kwargs in CASES[op]:
+        primitives = decompose_and_compare(op, args, kwargs, dtype)
+        for node in primitives.compute_nodes():
+            assert node.tags["origin"] == op
+            assert node.source == SOURCE
+        for node in reductions(primitives):
+            _, dims, keepdim = node.args
+            assert isinstance(dims, tuple) and list(dims) == sorted(set(dims)) and min(dims, default=0) >= 0
+            assert isinstance(keepdim, bool)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "layer_norm"])
+def test_normalisations_reduce_with_keepdim(op: str) -> None:
+    args, kwargs = CASES[op][1]
+    for node in reductions(decompose_and_compare(op, args, kwargs, torch.float32)):
+        assert node.args[2] is True
+
+
+@pytest.mark.parametrize("op", ["mean", "var", "softmax", "layer_norm", "gelu"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_low_precision_computes_in_float32(op: str, dtype: torch.dtype) -> None:
+    args, kwargs = CASES[op][0]
+    primitives = decompose_and_compare(op, args, kwargs, dtype)
+    math_nodes = [n for n in primitives.compute_nodes() if n.op != "convert"]
+    assert math_nodes and all(n.meta.dtype == torch.float32 for n in math_nodes)
+    assert primitives.output_nodes()[0].meta.dtype == dtype
+
+
+@pytest.mark.parametrize(
+    "op, dtype, args, kwargs",
+    [
+        ("relu", torch.int32, (T((3, 4)),), {}),
+        ("clamp", torch.int64, (T((3, 4)),), {"min": -1, "max": 2}),
+        ("clamp", torch.int64, (T((3, 4)), 0.5), {}),  # an int tensor clamped to a float: float
+        ("square", torch.bool, (T((5,)),), {}),  # torch squares booleans as int64
+        ("square", torch.int32, (T((5,)),), {}),
+        ("sigmoid", torch.int64, (T((5,)),), {}),  # an int input gives float32
+        ("hardtanh", torch.float32, (T((5,)), -2, 2), {}),
+    ],
+)
+def test_integer_and_bool_inputs(op: str, dtype: torch.dtype, args: tuple, kwargs: dict) -> None:
+    decompose_and_compare(op, args, kwargs, dtype)
+
+
+def test_linear_uses_addmm_and_reshapes_nd_input() -> None:
+    args, kwargs = case(T((2, 5, 6)), T((3, 6)), T((3,)))
+    ops = [n.op for n in decompose_and_compare("linear", args, kwargs, torch.float32).compute_nodes()]
+    assert ops == ["permute", "reshape", "addmm", "reshape"]
+
+
+def test_softmax_is_stable_for_large_inputs() -> None:
+    graph = Graph()
+    x = graph.placeholder("x", TensorMeta((2, 3), torch.float32))
+    graph.output(graph.call("softmax", x, -1))
+    data = torch.tensor([[1000.0, 1001.0, 1002.0], [-1000.0, 0.0, 1000.0]])
+    result = run_graph(decompose(graph), data)
+    assert torch.isfinite(result).all()
+    torch.testing.assert_close(result, torch.softmax(data, -1))
+
+
+def test_decompose_leaves_its_input_alone() -> None:
+    graph, _ = build("layer_norm", *CASES["layer_norm"][1], torch.float32)
+    before = graph_to_python(graph)
+    decompose(graph)
+    assert graph_to_python(graph) == before
+
+
+def test_decompose_twice_changes_nothing() -> None:
+    graph, _ = build("gelu", *CASES["gelu"][0], torch.float32)
+    once = decompose(graph)
+    assert graph_to_python(decompose(once)) == graph_to_python(once)
+
+
+def test_composite_without_decomposition_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(OPS, "mystery", OpDef("mystery", "composite", torch.neg))
+    graph = Graph()
+    graph.output(graph.call("mystery", graph.placeholder("x", TensorMeta((3,), torch.float32))))
+    with pytest.raises(DecompositionError, match="no decomposition for composite op 'mystery'"):
+        decompose(graph)
+
+
+def test_decomposition_that_changes_dtype_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(DECOMPOSITIONS, "relu", lambda ops, x: ops.convert(x, torch.float64))
+    graph, _ = build("relu", *CASES["relu"][0], torch.float32)
+    with pytest.raises(DecompositionError, match="decomposition of relu"):
+        decompose(graph)

@@ -1,0 +1,191 @@
+"""fuse(graph): which nodes share a kernel, what is stored, and why."""
+
+import pytest
+import torch
+
+from minicompiler.fuse import Alias, ExternCall, FuseError, Kernel, fuse
+from minicompiler.ir import Graph, TensorMeta
+
+
+def placeholders(g, *shapes):
+    return [g.placeholder(f"x{i}", TensorMeta(shape, torch.float32)) for i, shape in enumerate(shapes)]
+
+
+def softmax(g, x):
+    exps = g.call("exp", g.call("sub", x, g.call("amax", x, (1,), True)))
+    return g.call("div", exps, g.call("sum", exps, (1,), True))
+
+
+def reasons(schedule, fused=False):
+    return [d.reason for d in schedule.decisions if d.fused == fused]
+
+
+def test_cos_cos_is_one_kernel_storing_only_its_output():
+    g = Graph()
+    (x,) = placeholders(g, (1024,))
+    g.output(g.call("cos", cos := g.call("cos", x)))
+    schedule = fuse(g)
+    [kernel] = schedule.steps
+    assert (kernel.name, kernel.kind, kernel.domain) == ("kernel_cos_cos", "pointwise", (1024,))
+    assert cos not in schedule.buffers  # lives in a register
+    assert [b.name for b in kernel.outputs] == ["cos_0"] and [b.name for b in kernel.inputs] == ["x0"]
+    assert reasons(schedule, fused=True) == ["same iteration space [1024]"]
+
+
+def test_softmax_is_one_reduction_kernel():
+    g = Graph()
+    (x,) = placeholders(g, (64, 1000))
+    g.output(softmax(g, x))
+    [kernel] = fuse(g).steps
+    assert kernel.name == "kernel_amax_sub_exp_sum_div"
+    assert (kernel.kind, kernel.domain, kernel.reduction_dims) == ("reduction", (64, 1000), (1,))
+
+
+def test_layer_norm_is_one_kernel():
+    g = Graph()
+    x, weight, bias = placeholders(g, (8, 32), (32,), (32,))
+    centered = g.call("sub", x, g.call("div", g.call("sum", x, (1,), True), 32))
+    variance = g.call("div", g.call("sum", g.call("mul", centered, centered), (1,), True), 32)
+    normed = g.call("mul", centered, g.call("rsqrt", g.call("add", variance, 1e-5)))
+    g.output(g.call("add", g.call("mul", normed, weight), bias))
+    schedule = fuse(g)
+    [kernel] = schedule.steps
+    assert len(kernel.nodes) == 11 and kernel.name == "kernel_sum_div_sub_mul_sum_etc"
+    assert {b.name for b in kernel.inputs} == {"x0", "x1", "x2"}
+
+
+def test_matmul_epilogue_is_an_extern_then_one_kernel():
+    g = Graph()
+    x, w, b = placeholders(g, (16, 8), (8, 4), (4,))
+    g.output(g.call("maximum", g.call("add", g.call("matmul", x, w), b), 0.0))
+    schedule = fuse(g)
+    extern, kernel = schedule.steps
+    assert isinstance(extern, ExternCall) and isinstance(kernel, Kernel)
+    assert [n.op for n in kernel.nodes] == ["add", "maximum"]
+    assert "matmul is an extern call" in reasons(schedule)
+    assert schedule.buffers[extern.node].origin == "extern"
+
+
+def test_different_iteration_space_starts_a_new_kernel_and_stores_the_producer():
+    g = Graph()
+    x, y = placeholders(g, (1024,), (4, 1024))
+    cos = g.call("cos", x)
+    g.output(g.call("add", cos, y))
+    schedule = fuse(g)
+    assert len(schedule.kernels) == 2
+    assert "different iteration space: [4, 1024] vs [1024]" in reasons(schedule)
+    assert schedule.buffers[cos].reasons == ("read by kernel_add",)
+
+
+def test_reduction_over_other_dims_is_refused():
+    g = Graph()
+    (x,) = placeholders(g, (8, 16))
+    cos = g.call("cos", x)
+    g.output((g.call("sum", cos, (1,), True), g.call("sum", cos, (0,), True)))
+    schedule = fuse(g)
+    assert len(schedule.kernels) == 2
+    assert "reduction over different dims: (0,) vs (1,)" in reasons(schedule)
+
+
+def test_row_value_that_does_not_broadcast_per_row_is_refused():
+    g = Graph()
+    (x,) = placeholders(g, (4, 4))
+    total = g.call("sum", x, (1,), False)  # [4]: broadcast against [4, 4] it runs along dim 1
+    g.output(g.call("add", x, total))
+    schedule = fuse(g)
+    assert len(schedule.kernels) == 2
+    assert any("does not broadcast along the reduced dims" in r for r in reasons(schedule))
+
+
+def test_branches_that_meet_again_are_merged_into_one_kernel():
+    g = Graph()
+    x, y = placeholders(g, (10, 10), (10, 10))
+    g.output(g.call("add", g.call("cos", x), g.call("sin", y)))
+    schedule = fuse(g)
+    assert len(schedule.kernels) == 1
+    assert "merged its kernel: same iteration space" in reasons(schedule, fused=True)
+
+
+def test_merge_is_refused_when_a_step_in_between_needs_the_values():
+    g = Graph()
+    x, y, w = placeholders(g, (10, 10), (10, 10), (10, 10))
+    cos = g.call("cos", x)
+    mm = g.call("matmul", cos, w)
+    g.output((g.call("add", cos, g.call("sin", y)), mm))
+    schedule = fuse(g)
+    assert len(schedule.kernels) == 2
+    assert any("cos is needed by matmul in between" in r for r in reasons(schedule))
+
+
+def test_a_kernel_cannot_absorb_a_node_reading_a_later_step():
+    g = Graph()
+    x, w = placeholders(g, (10, 10), (10, 10))
+    cos = g.call("cos", x)
+    g.output(g.call("add", cos, g.call("matmul", cos, w)))
+    schedule = fuse(g)
+    assert [type(s).__name__ for s in schedule.steps] == ["Kernel", "ExternCall", "Kernel"]
+    assert "reads matmul, computed after the kernel holding cos" in reasons(schedule)
+
+
+def test_independent_reductions_of_one_input_share_a_kernel():
+    g = Graph()
+    (x,) = placeholders(g, (8, 16))
+    g.output((g.call("sum", x, (1,), True), g.call("sum", g.call("mul", x, x), (1,), True)))
+    schedule = fuse(g)
+    assert len(schedule.kernels) == 1
+    assert "shares input x0 with the kernel holding sum" in reasons(schedule, fused=True)
+
+
+def test_views_alias_stored_buffers_and_say_why():
+    g = Graph()
+    (x,) = placeholders(g, (6, 4))
+    cos = g.call("cos", x)
+    flipped = g.call("permute", cos, (1, 0))
+    g.output((g.call("exp", flipped), g.call("reshape", flipped, (24,)), g.call("reshape", x, (4, 6))))
+    schedule = fuse(g)
+    kinds = [type(s).__name__ for s in schedule.steps]
+    assert kinds == ["Kernel", "Alias", "Kernel", "ExternCall", "Alias"]
+    assert schedule.buffers[cos].reasons == ("viewed by permute",)
+    copy = schedule.steps[3]
+    assert "cannot be a view" in copy.reason
+    assert "permute is a view: it aliases a stored buffer" in reasons(schedule)
+    assert isinstance(schedule.steps[4], Alias)
+
+
+def test_constants_are_inlined_unless_an_output():
+    g = Graph()
+    (x,) = placeholders(g, (3,))
+    two = g.call("full", (3,), 2.0, torch.float32)
+    three = g.call("full", (), 3.0, torch.float32)
+    g.output((g.call("mul", x, two), g.call("add", x, three), three))
+    schedule = fuse(g)
+    assert two not in schedule.buffers and three in schedule.buffers
+    assert all(b.node.op != "full" for k in schedule.kernels for b in k.inputs)
+
+
+def test_kernel_names_are_unique():
+    g = Graph()
+    x, y = placeholders(g, (3,), (4,))
+    g.output((g.call("cos", x), g.call("cos", y)))
+    assert [k.name for k in fuse(g).kernels] == ["kernel_cos", "kernel_cos_1"]
+
+
+def test_composite_ops_must_be_decomposed_first():
+    g = Graph()
+    (x,) = placeholders(g, (3,))
+    g.output(g.call("relu", x))
+    with pytest.raises(FuseError, match="relu is not a primitive op; run decompose first"):
+        fuse(g)
+
+
+def test_fuse_leaves_the_graph_alone_and_prints_its_decisions():
+    g = Graph()
+    (x,) = placeholders(g, (4, 5))
+    g.output(softmax(g, x))
+    before = str(g)
+    schedule = fuse(g)
+    assert str(g) == before
+    text = str(schedule)
+    assert "kernel_amax_sub_exp_sum_div: reduction over [4, 5] reducing dims (1,)" in text
+    assert "amax -> sub: fused: one value per row" not in text  # sub is an element value
+    assert "amax -> sub: fused: same iteration space [4, 5]" in text

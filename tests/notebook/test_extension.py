@@ -1,0 +1,40 @@
+"""The JupyterLab extension: its built bundle, and its renderer's unit test run with node on a
+report made by the Python side (skipped until `cd extension && jlpm install && jlpm build`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from minicompiler.report import MIME_TYPE, CompileReport
+
+EXTENSION = Path(__file__).resolve().parents[2] / "extension"
+BUILD_FIRST = "extension not built: cd extension && jlpm install && jlpm build"
+
+
+def test_the_extension_renders_the_report_mime_type() -> None:
+    source = (EXTENSION / "src" / "report.ts").read_text()
+    assert f"export const MIME_TYPE = '{MIME_TYPE}';" in source
+
+
+@pytest.mark.skipif(not (EXTENSION / "labextension" / "package.json").exists(), reason=BUILD_FIRST)
+def test_the_built_labextension_is_a_mime_extension() -> None:
+    built = json.loads((EXTENSION / "labextension" / "package.json").read_text())
+    assert built["jupyterlab"]["mimeExtension"] is True
+    assert any(p.name.startswith("remoteEntry.") for p in (EXTENSION / "labextension" / "static").iterdir())
+
+
+@pytest.mark.skipif(not (EXTENSION / "lib" / "report.js").exists() or shutil.which("node") is None,
+                    reason=BUILD_FIRST)
+def test_the_renderer_unit_test_passes_on_a_python_report(report: CompileReport, tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    path.write_text(report.to_json())
+    result = subprocess.run(["node", "--test", "test/"], cwd=EXTENSION, capture_output=True, text=True,
+                            env={**os.environ, "MC_REPORT_JSON": str(path)}, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "# pass 2" in result.stdout

@@ -1,0 +1,121 @@
+"""Each algebraic rule fires where it should, never where it would change a result's dtype or
+shape, and leaves the results unchanged."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from minicompiler.ir import Graph, Node, TensorMeta, run_graph
+from minicompiler.simplify import RULES, apply_algebraic_rules, eliminate_dead_code
+
+Build = Callable[[Graph, Node], Node]
+
+
+def graph_of(build: Build, shape: tuple[int, ...], dtype: torch.dtype) -> Graph:
+    graph = Graph()
+    graph.output(build(graph, graph.placeholder("x", TensorMeta(shape, dtype))))
+    return graph
+
+
+def sample(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    if dtype == torch.bool:
+        return torch.rand(shape) < 0.5
+    if not dtype.is_floating_point:
+        return torch.randint(1, 5, shape, dtype=dtype)
+    return (torch.rand(shape, dtype=torch.float64) + 0.5).to(dtype)  # positive: exp(log(x)) is exact
+
+
+def simplified(graph: Graph) -> tuple[Graph, list[str]]:
+    log: list[str] = []
+    return eliminate_dead_code(apply_algebraic_rules(graph, log)), log
+
+
+def ops_of(graph: Graph) -> list[str]:
+    return [n.op for n in graph.compute_nodes()]
+
+
+def full(g: Graph, shape: tuple[int, ...], value: float) -> Node:
+    return g.call("full", shape, value, torch.float32, "cpu")
+
+
+# rule name -> (graph body, the ops left after the rule, input shape); inputs are float32
+RULE_EXAMPLES: dict[str, tuple[Build, list[str], tuple[int, ...]]] = {
+    "x*1 -> x": (lambda g, x: g.call("mul", x, 1), [], (3, 4)),
+    "x+0 -> x": (lambda g, x: g.call("add", 0.0, x), [], (3, 4)),
+    "x-0 -> x": (lambda g, x: g.call("sub", x, full(g, (4,), 0.0)), [], (3, 4)),
+    "x/1 -> x": (lambda g, x: g.call("div", x, 1.0), [], (3, 4)),
+    "x*0 -> zeros (not for floats)": (
+        lambda g, x: g.call("mul", g.call("convert", x, torch.int32), 0), ["full"], (3, 4)
+    ),
+    "x/c -> x*(1/c) for c a power of 2": (lambda g, x: g.call("div", x, 0.125), ["mul"], (3, 4)),
+    "x**1 -> x": (lambda g, x: g.call("pow", x, 1), [], (3, 4)),
+    "x**2 -> x*x": (lambda g, x: g.call("pow", x, 2.0), ["mul"], (3, 4)),
+    "x**0.5 -> sqrt(x)": (lambda g, x: g.call("pow", x, 0.5), ["sqrt"], (3, 4)),
+    "neg(neg(x)) -> x": (lambda g, x: g.call("neg", g.call("neg", x)), [], (3, 4)),
+    "exp(log(x)) -> x": (lambda g, x: g.call("exp", g.call("log", x)), [], (3, 4)),
+    "convert(x, same dtype) -> x": (lambda g, x: g.call("convert", x, torch.float32), [], (3, 4)),
+    "reshape to same shape -> x": (lambda g, x: g.call("reshape", x, (3, 4)), [], (3, 4)),
+    "expand to same shape -> x": (lambda g, x: g.call("expand", x, (3, 4)), [], (3, 4)),
+    "reshape(reshape(x)) -> reshape": (
+        lambda g, x: g.call("reshape", g.call("reshape", x, (12,)), (4, 3)), ["reshape"], (3, 4)
+    ),
+    "permute identity -> x": (lambda g, x: g.call("permute", x, (0, 1, 2)), [], (2, 3, 4)),
+    "permute(permute(x)) -> one permute": (
+        lambda g, x: g.call("permute", g.call("permute", x, (1, 2, 0)), (0, 2, 1)), ["permute"], (2, 3, 4)
+    ),
+}
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.name)
+def test_rule_fires_and_keeps_the_result(rule) -> None:
+    build, ops_left, shape = RULE_EXAMPLES[rule.name]  # a new rule needs an example here
+    graph = graph_of(build, shape, torch.float32)
+    result, log = simplified(graph)
+    assert any(rule.name in line for line in log), log
+    assert ops_of(result) == ops_left
+    x = sample(shape, torch.float32)
+    torch.testing.assert_close(run_graph(result, x), run_graph(graph, x))
+
+
+@pytest.mark.parametrize(
+    "why, build, shape, dtype",
+    [
+        ("inf*0 is nan", lambda g, x: g.call("mul", x, 0), (3,), torch.float32),
+        ("int * 0.0 is a float", lambda g, x: g.call("mul", x, 0.0), (3,), torch.int32),
+        ("int ** 2.0 is a float", lambda g, x: g.call("pow", x, 2.0), (3,), torch.int64),
+        ("exp(log(int)) is a float", lambda g, x: g.call("exp", g.call("log", x)), (3,), torch.int32),
+        ("a real convert", lambda g, x: g.call("convert", x, torch.float64), (3,), torch.float32),
+        ("a real reshape", lambda g, x: g.call("reshape", x, (4, 3)), (3, 4), torch.float32),
+        ("a real expand", lambda g, x: g.call("expand", x, (2, 3)), (3,), torch.float32),
+        ("a transpose of a square", lambda g, x: g.call("permute", x, (1, 0)), (3, 3), torch.float32),
+        ("3 is not a power of 2", lambda g, x: g.call("div", x, 3.0), (3,), torch.float32),
+        ("2**-20 is subnormal in float16", lambda g, x: g.call("div", x, 2.0**20), (3,), torch.float16),
+        ("the 1 broadcasts x", lambda g, x: g.call("mul", x, full(g, (2, 3), 1.0)), (3,), torch.float32),
+        ("the 0 promotes x", lambda g, x: g.call("add", x, full(g, (3,), 0.0)), (3,), torch.float16),
+    ],
+)
+def test_rule_declines_when_the_result_would_change(why: str, build: Build, shape: tuple, dtype) -> None:
+    graph = graph_of(build, shape, dtype)
+    result, log = simplified(graph)
+    assert log == [] and ops_of(result) == ops_of(graph), why
+
+
+DTYPES = [torch.bool, torch.int32, torch.int64, torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_no_rule_changes_dtype_or_shape(dtype: torch.dtype) -> None:
+    for name, (build, _, shape) in RULE_EXAMPLES.items():
+        x = sample(shape, dtype)
+        try:
+            graph = graph_of(build, shape, dtype)
+            expected = run_graph(graph, x)
+        except (RuntimeError, TypeError):  # op not defined for this dtype (e.g. neg of bool)
+            continue
+        result, _ = simplified(graph)
+        before, after = graph.output_nodes()[0].meta, result.output_nodes()[0].meta
+        assert (after.shape, after.dtype) == (before.shape, before.dtype), name
+        torch.testing.assert_close(run_graph(result, x), expected, equal_nan=True, msg=name)
