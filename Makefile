@@ -6,8 +6,12 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 # The CPU build of torch: on CI and laptops without a GPU, an unpinned `torch` would pull a multi-GB CUDA build.
 TORCH_PIN ?= torch==2.13.0
+# Capture reads CPython bytecode, which changes between versions: its tests also run on 3.12.
+# (On 3.12 the same pin installs a CUDA build of torch, ~4.7 GB, that runs on the CPU.)
+PYTHON312 ?= $(HOME)/.pyenv/versions/3.12.1/bin/python3.12
+VENV312   ?= .venv312
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint unit capture-py312 notebooks bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,18 +20,32 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[test,notebook]"
 	touch $@
 
+$(VENV312)/.installed: pyproject.toml
+	$(PYTHON312) -m venv $(VENV312)
+	$(VENV312)/bin/python -m pip install -q --upgrade pip
+	$(VENV312)/bin/python -m pip install -q "$(TORCH_PIN)" pytest hypothesis numpy
+	$(VENV312)/bin/python -m pip install -q --no-deps -e .
+	touch $@
+
 demo: $(VENV)/.installed
 	$(PY) -m minicompiler.demo
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check minicompiler tests
 
-test: $(VENV)/.installed lint
+test: lint unit capture-py312 notebooks
+
+unit: $(VENV)/.installed
 	TRITON_INTERPRET=1 $(VENV)/bin/pytest tests
+
+capture-py312: $(VENV312)/.installed
+	$(VENV312)/bin/pytest tests/capture
+
+notebooks: $(VENV)/.installed
 	$(VENV)/bin/pytest --nbval notebooks --nbval-sanitize-with notebooks/sanitize.cfg -p no:randomly
 
 bench: $(VENV)/.installed
 	$(PY) -m minicompiler.bench --json benchmarks/results/cpu.json
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(VENV312) build *.egg-info
