@@ -3,40 +3,141 @@
     graph (torch-level ops)
       -> decompose   high-level ops become primitives
       -> simplify    algebraic rules, constant folding, CSE, DCE
+      -> autograd    only when an input needs a gradient: joint graph -> forward + backward
       -> fuse        nodes grouped into kernels, with a reason for every refusal
       -> generate    C++ or Triton kernels plus a Python wrapper that calls them
 
 Each step is timed and recorded in a GraphReport, and its result is kept in
 `CompiledGraph.artifacts` so a notebook can step through them.
+
+A graph whose inputs need gradients gets two programs: the inference one (a plain call, or one
+under `torch.no_grad()`) and the training one (forward and backward graphs in a
+`torch.autograd.Function`). Each is generated on the first call that needs it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from minicompiler.codegen import CodegenError, generate
+from minicompiler.autograd import JointGraph, NotDifferentiable, SavedTensor, differentiate, make_trainable, partition
+from minicompiler.codegen import CodegenError, CompiledModule, generate
 from minicompiler.decompose import decompose
 from minicompiler.fuse import fuse
 from minicompiler.ir import Graph, graph_to_python, run_graph
 from minicompiler.report import GraphReport, StageRecord
 from minicompiler.reporting import describe_fusion, describe_kernels, describe_schedule, node_lines
-from minicompiler.simplify import simplify_with_log
+from minicompiler.simplify import simplify, simplify_with_log
 
 BACKENDS = ("auto", "cpp", "triton", "eager")
+Runner = Callable[[list[torch.Tensor]], Any]
+
+
+def run_with_torch(graph: Graph) -> Runner:
+    """Run a graph op by op with torch (the 'eager' backend and every fallback)."""
+    return lambda inputs: run_graph(graph, *inputs)
 
 
 @dataclass
 class CompiledGraph:
     """A runnable compiled graph: `run(list of input tensors) -> output structure`."""
 
-    run: Callable[[list[torch.Tensor]], Any]
+    graph: Graph  # as captured
+    backend: str
     report: GraphReport
+    requires_grad: list[bool]  # per input: was it compiled to receive a gradient
+    strict: bool = False
+    dynamic: bool = False
     artifacts: dict[str, Any] = field(default_factory=dict)  # stage name -> its result
+    _inference: Runner | None = None
+    _training: Runner | None = None
+
+    def run(self, inputs: list[torch.Tensor]) -> Any:
+        if _autocast_active(self.graph):
+            # Kernels are generated for the dtypes seen at capture; autocast picks dtypes per op at
+            # run time. Run the captured graph op by op instead, which autocast treats as in eager.
+            self.report.fallback = AUTOCAST_FALLBACK
+            return run_with_torch(self.graph)(inputs)
+        if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
+            if self._training is None:
+                self._training = self._compile_training()
+            return self._training(inputs)
+        if self._inference is None:
+            self._inference = self._compile_inference()
+        return self._inference(inputs)
+
+    # -- the two programs ------------------------------------------------------------------
+    def _compile_inference(self) -> Runner:
+        if self.backend == "eager":
+            return run_with_torch(self.graph)
+        module = self._lower(self.artifacts["simplify"], stage_suffix="")
+        return module if module is not None else run_with_torch(self.graph)
+
+    def _compile_training(self) -> Runner:
+        if self.backend == "eager":
+            return run_with_torch(self.graph)  # torch ops: autograd records them as usual
+        try:
+            joint, record = _timed(self.report, "autograd", lambda: differentiate(
+                self.artifacts["simplify"], self.requires_grad))
+            forward, backward, saved = partition(joint, "min_cut")
+            record.text = f"saved for backward: {', '.join(s.name for s in saved) or 'nothing'}"
+            self._record_autograd(joint, forward, backward, saved)
+            run_forward = self._lower(simplify(forward), " (forward)", fallback=False)
+            run_backward = self._lower(simplify(backward), " (backward)", fallback=False)
+        except (NotDifferentiable, CodegenError) as error:
+            if self.strict and isinstance(error, CodegenError):
+                raise
+            # Correct before fast: torch ops, which autograd differentiates as usual.
+            self.report.fallback = f"training runs with torch ops: {error}"
+            return run_with_torch(self.graph)
+        assert run_forward is not None and run_backward is not None
+        return make_trainable(run_forward, run_backward, joint, saved)
+
+    def _lower(self, graph: Graph, stage_suffix: str, fallback: bool = True) -> CompiledModule | None:
+        """fuse + generate; None (and the reason in the report) if codegen fails and may fall back."""
+        report = self.report
+        schedule, record = _timed(report, "fuse" + stage_suffix, lambda: fuse(graph))
+        record.text, record.language = describe_schedule(schedule), "text"
+        report.fusion += describe_fusion(schedule)
+        try:
+            module, record = _timed(report, "codegen" + stage_suffix,
+                                    lambda: generate(schedule, self.backend))
+        except CodegenError as error:
+            if self.strict or not fallback:
+                raise
+            # Correct before fast: a graph the backend cannot generate still runs, with torch ops.
+            report.fallback = f"{self.backend} codegen failed: {error}"
+            return None
+        record.text, record.language = module.source, "python"
+        report.kernels += describe_kernels(schedule, module)
+        self.artifacts["fuse" + stage_suffix] = schedule
+        self.artifacts["codegen" + stage_suffix] = module
+        return module
+
+    def _record_autograd(self, joint: JointGraph, forward: Graph, backward: Graph,
+                         saved: list[SavedTensor]) -> None:
+        report = self.report
+        for name, graph in (("joint", joint.graph), ("forward", forward), ("backward", backward)):
+            report.autograd.append(StageRecord(name, 0.0, graph_to_python(graph), node_lines=node_lines(graph)))
+        report.saved_tensors = [f"{s.name}: {_dtype_name(s.dtype)}{list(s.shape)}" for s in saved]
+        report.saved_bytes["compiled"] = sum(s.nbytes for s in saved)
+        self.artifacts.update(joint=joint, forward=forward, backward=backward)
+
+
+AUTOCAST_FALLBACK = "called inside a torch.autocast region: ran the captured graph with torch ops"
+
+
+def _autocast_active(graph: Graph) -> bool:
+    devices = {p.meta.device.type for p in graph.inputs if p.meta is not None} or {"cpu"}
+    return any(torch.is_autocast_enabled(device) for device in devices)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def _timed(report: GraphReport, name: str, step: Callable[[], Any]) -> tuple[Any, StageRecord]:
@@ -47,44 +148,34 @@ def _timed(report: GraphReport, name: str, step: Callable[[], Any]) -> tuple[Any
     return result, record
 
 
-def run_with_torch(graph: Graph) -> Callable[[list[torch.Tensor]], Any]:
-    """Run a graph op by op with torch (the 'eager' backend and every fallback)."""
-    return lambda inputs: run_graph(graph, *inputs)
-
-
 def compile_graph(
-    graph: Graph, backend: str, capture_seconds: float = 0.0, strict: bool = False
+    graph: Graph,
+    backend: str,
+    capture_seconds: float = 0.0,
+    strict: bool = False,
+    dynamic: bool = False,
+    requires_grad: Sequence[bool] | None = None,
 ) -> CompiledGraph:
-    """Take one captured graph through every stage for `backend` ("cpp", "triton" or "eager").
+    """Take one captured graph through the stages for `backend` ("cpp", "triton" or "eager").
 
+    The front stages run now; fuse and codegen run for the program the first call needs
+    (`compiled.run` decides: training when grad is enabled and an input requires grad).
+    requires_grad: per input, whether it gets a gradient (default: the inputs' metadata says).
     If code generation fails, `strict` re-raises the CodegenError; otherwise the graph runs with
     torch ops and the report says why."""
     report = GraphReport(backend)
     report.stages.append(
         StageRecord("capture", capture_seconds, graph_to_python(graph), node_lines=node_lines(graph))
     )
-    artifacts: dict[str, Any] = {"capture": graph}
+    if requires_grad is None:
+        requires_grad = [p.meta is not None and p.meta.requires_grad for p in graph.inputs]
+    compiled = CompiledGraph(graph, backend, report, list(requires_grad), strict, dynamic, {"capture": graph})
     if backend == "eager":
-        return CompiledGraph(run_with_torch(graph), report, artifacts)
-
+        return compiled
     primitives, record = _timed(report, "decompose", lambda: decompose(graph))
     record.text, record.node_lines = graph_to_python(primitives), node_lines(primitives)
     (simplified, rewrites), record = _timed(report, "simplify", lambda: simplify_with_log(primitives))
     record.text, record.notes = graph_to_python(simplified), list(rewrites)
     record.node_lines = node_lines(simplified)
-    schedule, record = _timed(report, "fuse", lambda: fuse(simplified))
-    record.text, record.language = describe_schedule(schedule), "text"
-    report.fusion = describe_fusion(schedule)
-    artifacts.update(decompose=primitives, simplify=simplified, fuse=schedule)
-    try:
-        module, record = _timed(report, "codegen", lambda: generate(schedule, backend))
-    except CodegenError as error:
-        if strict:
-            raise
-        # Correct before fast: a graph the backend cannot generate still runs, with torch ops.
-        report.fallback = f"{backend} codegen failed: {error}"
-        return CompiledGraph(run_with_torch(graph), report, artifacts)
-    record.text, record.language = module.source, "python"
-    report.kernels = describe_kernels(schedule, module)
-    artifacts["codegen"] = module
-    return CompiledGraph(module, report, artifacts)
+    compiled.artifacts.update(decompose=primitives, simplify=simplified)
+    return compiled

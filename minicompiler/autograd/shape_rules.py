@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from minicompiler.autograd.vjp import Grads, GraphOps, normalize_dim, sum_to_size, vjp, zeros
+import torch
+
+from minicompiler.autograd.vjp import Grads, GraphOps, NotDifferentiable, normalize_dim, sum_to_size, vjp, zeros
 from minicompiler.ir import Node
 
 
@@ -123,3 +125,23 @@ def vjp_cat(ops: GraphOps, g: Node, y: Node, tensors: list[Node], dim: int = 0) 
     for t in tensors:
         starts.append(starts[-1] + t.meta.shape[dim])
     return (tuple(ops.slice(g, dim, start, end) for start, end in zip(starts, starts[1:], strict=False)),)
+
+
+# Functions that draw random numbers: recomputing one in the backward would draw new numbers.
+RANDOM_FUNCTIONS = frozenset({
+    torch.rand_like, torch.randn_like, torch.randint_like, torch.bernoulli, torch.normal, torch.poisson,
+    torch.multinomial, torch.nn.functional.dropout, torch.nn.functional.dropout1d,
+    torch.nn.functional.dropout2d, torch.nn.functional.dropout3d, torch.nn.functional.alpha_dropout,
+})
+
+
+@vjp("torch_call")  # an op the compiler does not know: torch autograd differentiates it in the backward
+def vjp_torch_call(ops: GraphOps, g: Node, y: Node, fn: Any, *args: Any, **kwargs: Any) -> Grads:
+    if fn in RANDOM_FUNCTIONS:
+        raise NotDifferentiable("torch_call", f"{fn.__name__} is random, and its backward would draw again")
+    grads = [
+        ops.torch_call_vjp(fn, i, g, *args, **kwargs)
+        if isinstance(arg, Node) and arg.meta.dtype.is_floating_point else None
+        for i, arg in enumerate(args)
+    ]
+    return (None, *grads)

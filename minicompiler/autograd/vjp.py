@@ -59,8 +59,8 @@ NO_GRADIENT = frozenset({
     "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "logical_or",
 })
 
-# Ops we cannot differentiate at all: what they compute is opaque to the compiler.
-NOT_DIFFERENTIABLE = {"torch_call": "it calls an arbitrary torch function the compiler does not know"}
+# Ops we cannot differentiate at all.
+NOT_DIFFERENTIABLE = {"torch_call_vjp": "it is itself a gradient (compiled code has no double backward)"}
 
 
 def vjp(*ops: str) -> Callable[[VJPRule], VJPRule]:

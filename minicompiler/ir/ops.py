@@ -125,6 +125,26 @@ register(
     "torch_call(fn, *args): any torch function the compiler does not know, run as is",
 )
 
+
+def _torch_call_vjp(fn: Callable[..., torch.Tensor], argnum: int, grad: torch.Tensor, *args: Any,
+                    **kwargs: Any) -> torch.Tensor:
+    # Recompute the call under torch autograd and ask it for one input's gradient.
+    primal = args[argnum]
+    if primal.device.type == "meta":  # shape inference: the gradient looks like the input
+        return torch.empty_like(primal)
+    with torch.enable_grad():
+        primal = primal.detach().requires_grad_()
+        output = fn(*args[:argnum], primal, *args[argnum + 1 :], **kwargs)
+        (result,) = torch.autograd.grad(output, primal, grad, allow_unused=True)
+    return result if result is not None else torch.zeros_like(primal)
+
+
+register(
+    "torch_call_vjp", "extern", _torch_call_vjp,
+    "torch_call_vjp(fn, argnum, grad, *args): the gradient of fn(*args) w.r.t. args[argnum] "
+    "(the backward of a torch_call, computed by torch autograd)",
+)
+
 # --- composites: torch-level ops that `decompose` rewrites into primitives ---------------
 _COMPOSITES: dict[str, Callable[..., torch.Tensor]] = {
     "sigmoid": torch.sigmoid,
