@@ -24,7 +24,7 @@ from minicompiler.capture import (
     capture,
     first_failing_guard,
 )
-from minicompiler.pipeline import BACKENDS, CompiledGraph, compile_graph, run_with_torch
+from minicompiler.pipeline import BACKENDS, CompiledGraph, compile_graph
 from minicompiler.report import CompileReport, GraphBreakInfo, InstructionInfo
 
 MODES = ("default", "reduce-overhead", "max-autotune")
@@ -101,11 +101,7 @@ class CompiledFunction:
 
     def _run(self, entry: CacheEntry, args: tuple, kwargs: dict) -> Any:
         inputs = entry.captured.fetch_inputs(args, kwargs)
-        if entry.needs_autograd and torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
-            # Generated kernels compute no gradients yet: run the captured graph with torch ops,
-            # which autograd records as usual. (AOT autograd replaces this path.)
-            return run_with_torch(entry.captured.graph)(inputs)
-        return entry.compiled.run(inputs)
+        return entry.compiled.run(inputs)  # the training program when an input needs a gradient
 
     def _recompile_reason(self, args: tuple, kwargs: dict) -> str | None:
         if not self.cache:
