@@ -50,3 +50,28 @@ def copy_bandwidth(x: torch.Tensor, repeats: int = 20) -> float:
     out = torch.empty_like(x)
     seconds = median_call_seconds(out.copy_, (x,), repeats)
     return 2 * x.numel() * x.element_size() / seconds / 1e9
+
+
+def device_seconds(fn: Callable, args: tuple[Any, ...], repeats: int = 20, replays: int = 50) -> float:
+    """Median GPU time per call of `fn(*args)`, without the CPU's launch overhead: the call is
+    captured once in a CUDA graph and replayed, timed with CUDA events. This is the time the
+    kernels themselves take, which is what a bandwidth figure should be computed from."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm up (and compile) outside the capture
+        for _ in range(3):
+            fn(*args)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn(*args)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    for _ in range(repeats):
+        start.record()
+        for _ in range(replays):
+            graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) / 1e3 / replays)
+    return statistics.median(samples)
