@@ -31,6 +31,7 @@ from minicompiler.fuse import fuse
 from minicompiler.ir import Graph, graph_to_python, run_graph
 from minicompiler.report import GraphReport, StageRecord
 from minicompiler.reporting import describe_fusion, describe_kernels, describe_schedule, node_lines
+from minicompiler.runtime.cuda_graphs import CUDAGraphRunner
 from minicompiler.simplify import simplify, simplify_with_log
 
 BACKENDS = ("auto", "cpp", "triton", "eager")
@@ -52,6 +53,7 @@ class CompiledGraph:
     requires_grad: list[bool]  # per input: was it compiled to receive a gradient
     strict: bool = False
     dynamic: bool = False
+    cuda_graphs: bool = False  # mode="reduce-overhead": replay CUDA tensors' programs from CUDA graphs
     artifacts: dict[str, Any] = field(default_factory=dict)  # stage name -> its result
     _inference: Runner | None = None
     _training: Runner | None = None
@@ -75,7 +77,10 @@ class CompiledGraph:
         if self.backend == "eager":
             return run_with_torch(self.graph)
         module = self._lower(self.artifacts["simplify"], stage_suffix="")
-        return module if module is not None else run_with_torch(self.graph)
+        return self._launcher(module) if module is not None else run_with_torch(self.graph)
+
+    def _launcher(self, module: Runner) -> Runner:
+        return CUDAGraphRunner(module) if self.cuda_graphs else module
 
     def _compile_training(self) -> Runner:
         if self.backend == "eager":
@@ -95,7 +100,7 @@ class CompiledGraph:
             self.report.fallback = f"training runs with torch ops: {error}"
             return run_with_torch(self.graph)
         assert run_forward is not None and run_backward is not None
-        return make_trainable(run_forward, run_backward, joint, saved)
+        return make_trainable(self._launcher(run_forward), self._launcher(run_backward), joint, saved)
 
     def _lower(self, graph: Graph, stage_suffix: str, fallback: bool = True) -> CompiledModule | None:
         """fuse + generate; None (and the reason in the report) if codegen fails and may fall back."""
@@ -155,12 +160,14 @@ def compile_graph(
     strict: bool = False,
     dynamic: bool = False,
     requires_grad: Sequence[bool] | None = None,
+    cuda_graphs: bool = False,
 ) -> CompiledGraph:
     """Take one captured graph through the stages for `backend` ("cpp", "triton" or "eager").
 
     The front stages run now; fuse and codegen run for the program the first call needs
     (`compiled.run` decides: training when grad is enabled and an input requires grad).
     requires_grad: per input, whether it gets a gradient (default: the inputs' metadata says).
+    cuda_graphs: replay the generated programs from CUDA graphs (mode="reduce-overhead").
     If code generation fails, `strict` re-raises the CodegenError; otherwise the graph runs with
     torch ops and the report says why."""
     report = GraphReport(backend)
@@ -169,7 +176,8 @@ def compile_graph(
     )
     if requires_grad is None:
         requires_grad = [p.meta is not None and p.meta.requires_grad for p in graph.inputs]
-    compiled = CompiledGraph(graph, backend, report, list(requires_grad), strict, dynamic, {"capture": graph})
+    compiled = CompiledGraph(graph, backend, report, list(requires_grad), strict, dynamic, cuda_graphs,
+                             {"capture": graph})
     if backend == "eager":
         return compiled
     primitives, record = _timed(report, "decompose", lambda: decompose(graph))

@@ -1,0 +1,73 @@
+"""mode="reduce-overhead": replay a compiled program from a CUDA graph.
+
+A compiled program launches several kernels, each costing some microseconds of Python and
+driver work on the CPU; for small tensors that, not the GPU, sets the speed. A CUDA graph
+records every launch of one call once, then replays them all with a single launch.
+
+A replay reads its inputs from, and writes its outputs to, the memory used while recording.
+So each call copies its input tensors into those *static* inputs (parameters, which stay at
+one address while an optimizer updates them in place, are read where they are), and the outputs
+are cloned out, because the next replay overwrites them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from minicompiler.ir import map_structure
+
+Runner = Callable[[list[torch.Tensor]], Any]
+
+
+def _layout(tensors: list[torch.Tensor]) -> list[tuple]:
+    return [(t.shape, t.stride(), t.dtype, t.device) for t in tensors]
+
+
+class CUDAGraphRunner:
+    """Wraps `run(inputs)`; on CUDA inputs it records a CUDA graph on the first call and replays it.
+    A call with other shapes or a moved parameter records again."""
+
+    def __init__(self, run: Runner) -> None:
+        self.run = run
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.static_inputs: list[torch.Tensor] = []
+        self.borrowed: list[bool] = []  # read in place (a parameter) rather than copied in
+        self.static_outputs: Any = None
+        self.recordings = 0
+
+    def __call__(self, inputs: list[torch.Tensor]) -> Any:
+        if not inputs or not all(t.is_cuda for t in inputs):
+            return self.run(inputs)
+        if not self._can_replay(inputs):
+            self._record(inputs)
+        for static, tensor, borrowed in zip(self.static_inputs, inputs, self.borrowed, strict=True):
+            if not borrowed:
+                static.copy_(tensor)
+        self.graph.replay()
+        return map_structure(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, self.static_outputs)
+
+    def _can_replay(self, inputs: list[torch.Tensor]) -> bool:
+        if self.graph is None or _layout(inputs) != _layout(self.static_inputs):
+            return False
+        return all(not borrowed or static is tensor
+                   for static, tensor, borrowed in zip(self.static_inputs, inputs, self.borrowed, strict=True))
+
+    def _record(self, inputs: list[torch.Tensor]) -> None:
+        self.borrowed = [isinstance(t, torch.nn.Parameter) for t in inputs]
+        self.static_inputs = [t if borrowed else t.detach().clone()
+                              for t, borrowed in zip(inputs, self.borrowed, strict=True)]
+        # Warm up on a side stream first: the first calls build kernels and allocate, which a
+        # recording must not contain.
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream), torch.no_grad():
+            for _ in range(2):
+                self.run(self.static_inputs)
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph), torch.no_grad():
+            self.static_outputs = self.run(self.static_inputs)
+        self.recordings += 1
