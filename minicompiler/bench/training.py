@@ -24,24 +24,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from minicompiler.bench.__main__ import environment
-
-
-class SimpleModel(nn.Module):
-    """Seed 003's CNN, as the seed writes it (channel counts a parameter so tests can shrink it)."""
-
-    def __init__(self, in_channels: int = 3, num_classes: int = 10, width: int = 64, image: int = 32) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(in_channels, width, kernel_size=3, padding=1)
-        self.bn1 = nn.BatchNorm2d(width)
-        self.conv2 = nn.Conv2d(width, 2 * width, kernel_size=3, padding=1)
-        self.bn2 = nn.BatchNorm2d(2 * width)
-        self.fc = nn.Linear(2 * width * image * image, num_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.relu(self.bn1(self.conv1(x)))
-        x = F.relu(self.bn2(self.conv2(x)))
-        x = x.view(x.size(0), -1)
-        return self.fc(x)
+from minicompiler.bench.models import SimpleModel
 
 
 def compilers() -> dict[str, Callable[[nn.Module], Callable]]:
