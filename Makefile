@@ -35,14 +35,18 @@ lint: $(VENV)/.installed
 
 test: lint unit capture-py312 notebooks
 
-unit: $(VENV)/.installed
+unit: $(VENV)/.installed extension/lib/report.js
 	TRITON_INTERPRET=1 $(VENV)/bin/pytest tests
 
 capture-py312: $(VENV312)/.installed
 	$(VENV312)/bin/pytest tests/capture
 
+# The JupyterLab extension's renderer, compiled so tests/notebook can run its node tests.
+extension/lib/report.js: extension/src/report.ts extension/package.json
+	cd extension && npm install --no-audit --no-fund && npx tsc
+
 notebooks: $(VENV)/.installed
-	$(VENV)/bin/pytest --nbval notebooks --nbval-sanitize-with notebooks/sanitize.cfg -p no:randomly
+	$(VENV)/bin/pytest --nbval notebooks --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg -p no:randomly
 
 bench: $(VENV)/.installed
 	$(PY) -m minicompiler.bench --json benchmarks/results/cpu.json

@@ -120,8 +120,8 @@ def guards_html(report: CompileReport) -> str:
 
 
 def source_section(report: CompileReport, prefix: str) -> str:
-    body = breaks_html(report) + source_html(report, prefix)
-    return section("source", body, is_open=bool(report.graph_breaks))
+    # The graph breaks themselves are in the report's summary line, above every view.
+    return section("source", source_html(report, prefix), is_open=bool(report.graph_breaks))
 
 
 def bytecode_section(report: CompileReport, prefix: str) -> str:

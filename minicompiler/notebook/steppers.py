@@ -28,6 +28,7 @@ class Stepper:
     """An index over `count` states, each rendered as HTML by `render(index)`."""
 
     title = ""
+    empty = "nothing to step through"  # shown when there are no states
 
     def __init__(self, count: int):
         self.count = count
@@ -39,7 +40,7 @@ class Stepper:
 
     @property
     def html(self) -> str:
-        return self.render(self.index) if self.count else "<p><i>nothing to step through</i></p>"
+        return self.render(self.index) if self.count else f"<p><i>{esc(self.empty)}</i></p>"
 
     def go(self, index: int) -> int:
         self.index = max(0, min(index, self.count - 1))
@@ -74,7 +75,8 @@ class Stepper:
         nbconvert, no kernel) shows that instead of the widget's placeholder text."""
         bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
         bundle["text/html"] = self.html
-        bundle["text/plain"] = f"<{type(self).__name__}: {self.title} {self.index + 1} of {self.count}>"
+        position = f"{self.title} {self.index + 1} of {self.count}" if self.count else "empty"
+        bundle["text/plain"] = f"<{type(self).__name__}: {position}>"
         return bundle
 
 
@@ -90,6 +92,7 @@ class BytecodeStepper(Stepper):
     added so far and the graph so far (what this instruction added is marked)."""
 
     title = "instruction"
+    empty = "this report has no trace of the symbolic interpreter (report.trace) to replay"
 
     def __init__(self, report: CompileReport):
         super().__init__(len(report.trace))

@@ -178,3 +178,18 @@ def test_line_magics_explain_bench_and_show_the_last_report(shell, ns) -> None:
     assert titles[:2] == ["compile time per stage", "time per call"]
     _, captured = run(shell, "%compile_explain 1 +")
     assert "UsageError: expected a call like f(x)" in captured.stderr  # IPython prints it, no traceback
+
+
+def test_train_shows_the_joint_forward_and_backward_graphs_and_gradients_match_eager(shell, ns) -> None:
+    ns["x"] = torch.randn(64, requires_grad=True)
+    cell = "%%compile --train --stages training,measured\nb = torch.cos(torch.cos(x))\nb.sum()\n"
+    result, captured = run(shell, cell)
+    assert result.error_in_exec is None
+    graph = magics(shell).last_report.graphs[0]
+    assert [stage.name for stage in graph.autograd] == ["joint", "forward", "backward"]
+    html = html_outputs(captured)[0]
+    assert "training: joint / forward / backward" in html and "saved for backward" in html
+    assert graph.saved_bytes["eager"] > 0 and graph.saved_tensors
+    result.result.backward()
+    x = ns["x"].detach()
+    torch.testing.assert_close(ns["x"].grad, torch.sin(torch.cos(x)) * torch.sin(x))

@@ -116,3 +116,11 @@ def test_cross_links_widget_goes_back_from_a_kernel_menu(report: CompileReport) 
     controls, _ = box.children
     controls.children[1].click()  # next line: back to one selected line
     assert links.selected == {11}
+
+
+def test_a_stepper_with_nothing_to_replay_says_why(report) -> None:
+    report.trace = []  # e.g. a whole-call eager fallback
+    stepper = BytecodeStepper(report)
+    assert stepper.count == 0 and "no trace" in stepper.html
+    assert stepper.next() == 0 and stepper.previous() == 0
+    assert stepper._repr_mimebundle_()["text/plain"] == "<BytecodeStepper: empty>"
