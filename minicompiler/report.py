@@ -62,6 +62,7 @@ class GraphBreakInfo:
     line: str = ""
     instruction: str = ""
     hint: str = ""
+    kind: str = ""  # e.g. "side effect", "data-dependent value", "data-dependent control flow"
 
 
 @dataclass

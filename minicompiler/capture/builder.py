@@ -11,6 +11,7 @@ It also keeps the books that make in-place ops safe to capture: which tensors sh
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import types
 from collections import Counter
@@ -60,19 +61,27 @@ ALIASING_OPS = {"reshape", "permute", "expand", "slice", "transpose", "unsqueeze
 MAX_INSTRUCTIONS = 200_000  # unrolling a loop past this is surely a mistake
 
 
+def _is_record(value: Any) -> bool:
+    """A dataclass or namedtuple instance: plain data whose fields capture reads one by one."""
+    is_namedtuple = isinstance(value, tuple) and hasattr(type(value), "_fields")
+    return is_namedtuple or (dataclasses.is_dataclass(value) and not isinstance(value, type))
+
+
 class CaptureState:
     def __init__(self) -> None:
         self.graph = Graph()
         self.guards: list[Guard] = []
         self.input_sources: list[Source] = []
         self.log = BytecodeLog()
+        self.allow_breaks = False  # may the compiled function's own frame end at a graph break?
+        self.root_frame: object | None = None  # that frame: the first one to run (see translator.py)
         self.instructions_run = 0
         self._guard_texts: set[str] = set()
         self._wrapped: dict[int, tuple[Variable, Source | None]] = {}  # id(value) -> its Variable
         self._alive: list[Any] = []  # keeps wrapped objects alive, so their ids stay unique
         self._storage_of: dict[Node, int] = {}
         self._tensors_in_storage: Counter[int] = Counter()
-        self._input_storages: set[int] = set()
+        self.input_storages: set[int] = set()
         self._storages = itertools.count()
 
     def count_instruction(self) -> None:
@@ -121,7 +130,9 @@ class CaptureState:
                 raise Unsupported("a dict with non-constant keys")
             items = {k: self.wrap(v, source.item(k) if source else None) for k, v in value.items()}
             return DictVariable(items, source)
-        if source is not None:  # the very same module / function / object next time
+        if source is not None and _is_record(value):  # a dataclass or namedtuple: fields are guarded when read
+            self.add_guard(type_guard(source, type(value)), source)
+        elif source is not None:  # the very same module / function / object next time
             self.add_guard(id_guard(source, value), source)
         if isinstance(value, nn.Module):
             if source is not None:
@@ -149,7 +160,7 @@ class CaptureState:
         self.add_guard(tensor_guard(source, value), source)
         self.input_sources.append(source)
         storage = next(self._storages)
-        self._input_storages.add(storage)
+        self.input_storages.add(storage)
         self._storage_of[node] = storage
         self._tensors_in_storage[storage] += 1
         return TensorVariable(node, storage)
@@ -181,7 +192,7 @@ class CaptureState:
         the old value: the tensor was made by this function and no view shares its memory."""
         if not isinstance(var, TensorVariable):
             raise Unsupported(f"{what} in place on {var.describe()}")
-        if var.storage in self._input_storages:
+        if var.storage in self.input_storages:
             raise Unsupported(f"{what} changes a tensor from outside the function (input, parameter or "
                               "global) in place")
         if self._tensors_in_storage[var.storage] > 1:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from minicompiler.capture.errors import Unsupported
+from minicompiler.capture.grad_mode import GradModeVariable
 from minicompiler.capture.operators import binary_op, fold
 from minicompiler.capture.tensor import TensorVariable, call_torch_function
 from minicompiler.capture.variables import (
@@ -176,7 +177,21 @@ def _print(tx: Tracer, *args: Variable, **kwargs: Variable) -> Variable:
 
 @handles(builtins.super)
 def _super(tx: Tracer, *args: Variable) -> Variable:
-    raise Unsupported("super() calls are not captured yet")
+    from minicompiler.capture.objects import SuperVariable  # objects.py is built on this module
+
+    if args:  # super(Class, obj)
+        return SuperVariable(args[0].as_python(), args[1])
+    return SuperVariable.of_frame(tx)
+
+
+@handles(torch.no_grad)
+def _no_grad(tx: Tracer) -> Variable:
+    return GradModeVariable(enabled=False)
+
+
+@handles(torch.enable_grad)
+def _enable_grad(tx: Tracer) -> Variable:
+    return GradModeVariable(enabled=True)
 
 
 @handles(builtins.iter)

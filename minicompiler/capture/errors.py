@@ -1,8 +1,10 @@
-"""`Unsupported`: why capture gave up, and where.
+"""`Unsupported`: why capture gave up, and where; `break_kind`: what kind of graph break it is.
 
 Capture never guesses. When the translator meets something it cannot represent in a
 graph (printing, reading a tensor's value, branching on a tensor, an unknown C function),
-it raises `Unsupported`; the caller then runs the function eagerly. The exception names the
+it raises `Unsupported`. In the function being compiled that becomes a graph break (the
+graph so far runs, the instruction runs for real, capture resumes after it: see
+`resume.py`); where it cannot resume, the whole call runs eagerly. The exception names the
 user's line and the bytecode instruction, so a learner can see exactly what broke the graph.
 """
 
@@ -39,3 +41,24 @@ class Unsupported(Exception):
         if self.instruction is not None:
             text += f" ({self.instruction})"
         return text
+
+
+_VALUE_HINT = "a tensor's value is only known when the graph runs; keep it a tensor (torch.where, masks)"
+# (words in the reason, kind, hint): the first match names the kind of break and what to do about it.
+_KINDS = [
+    ("reads the tensor's", "data-dependent value", _VALUE_HINT),
+    ("reads a tensor's", "data-dependent value", _VALUE_HINT),
+    ("print()", "side effect", "printing runs eagerly between two graphs; move it out of the hot path"),
+    ("branching on a tensor", "data-dependent control flow",
+     "replace `if tensor:` by torch.where(cond, a, b), or branch on shapes / Python values"),
+    ("side effect", "side effect", "side effects run eagerly between two graphs"),
+    ("is not supported", "unsupported operation", "the operation runs eagerly between two graphs"),
+]
+
+
+def break_kind(reason: str) -> tuple[str, str]:
+    """The kind of a graph break and a hint for the user, read from its reason."""
+    for words, kind, hint in _KINDS:
+        if words in reason:
+            return kind, hint
+    return "unsupported", "this instruction runs eagerly between two graphs"

@@ -19,7 +19,7 @@ import types
 from typing import TYPE_CHECKING
 
 from minicompiler.capture.errors import Unsupported
-from minicompiler.capture.variables import NULL, CellVariable, Variable
+from minicompiler.capture.variables import NULL, CellVariable, IteratorVariable, Variable
 
 if TYPE_CHECKING:
     from minicompiler.capture.builder import CaptureState
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 PY312 = sys.version_info >= (3, 12)
 PY313 = sys.version_info >= (3, 13)
 MAX_INLINE_DEPTH = 32
-_NOT_INLINABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+_NOT_INLINABLE = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 class Tracer:
@@ -41,18 +41,25 @@ class Tracer:
 
         code = fn.fn.__code__
         if code.co_flags & _NOT_INLINABLE:
-            raise Unsupported(f"{fn.describe()} is a generator or coroutine")
+            raise Unsupported(f"{fn.describe()} is a coroutine")
         if self.depth >= MAX_INLINE_DEPTH:
             raise Unsupported(f"calls nest more than {MAX_INLINE_DEPTH} deep (recursion?)")
         local = {**fn.bind(self, args, kwargs), **fn.closure_cells()}
-        return InstructionTranslator(self.state, fn.fn, local, self.depth + 1).run()
+        translator = InstructionTranslator(self.state, fn.fn, local, self.depth + 1)
+        if code.co_flags & inspect.CO_GENERATOR:
+            # A generator runs to its end at once; what it yields is all known then, which is
+            # what `sum(x * k for k in ks)` needs. (Loops are unrolled the same way.)
+            translator.yielded = []
+            translator.run()
+            return IteratorVariable(translator.yielded)
+        return translator.run()
 
 
 class Frame(Tracer):
     def __init__(self, state: CaptureState, depth: int, fn: types.FunctionType,
                  local: dict[str, Variable]) -> None:
         super().__init__(state, depth)
-        self.code, self.f_globals = fn.__code__, fn.__globals__
+        self.fn, self.code, self.f_globals = fn, fn.__code__, fn.__globals__
         self.instructions = list(dis.get_instructions(self.code))
         self.index_of = {inst.offset: i for i, inst in enumerate(self.instructions)}
         self.locals = local
@@ -61,6 +68,7 @@ class Frame(Tracer):
         self.kw_names: tuple[str, ...] = ()  # set by KW_NAMES for the next CALL (3.11, 3.12)
         self.return_value: Variable | None = None
         self.saw_tensor = False  # did the current instruction move a tensor? (for the listing)
+        self.yielded: list[Variable] | None = None  # a generator's values, when running one
 
     def push(self, value: Variable) -> None:
         self.saw_tensor = self.saw_tensor or value.has_tensor()

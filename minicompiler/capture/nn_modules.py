@@ -42,12 +42,6 @@ def _identity(tx: Tracer, module: NNModuleVariable, input: Variable, *args: Any,
     return input
 
 
-def _sequential(tx: Tracer, module: NNModuleVariable, input: Variable) -> Variable:
-    for layer in module.iterate(tx):
-        input = layer.call(tx, [input], {})
-    return input
-
-
 MODULE_LOWERINGS: dict[type[nn.Module], ModuleLowering] = {
     nn.Linear: _calls(F.linear, "weight", "bias"),
     nn.ReLU: _calls(F.relu, "inplace"),
@@ -62,5 +56,4 @@ MODULE_LOWERINGS: dict[type[nn.Module], ModuleLowering] = {
     nn.LogSoftmax: _calls(F.log_softmax, "dim"),
     nn.Flatten: _calls(torch.flatten, "start_dim", "end_dim"),
     nn.Identity: _identity,
-    nn.Sequential: _sequential,
 }

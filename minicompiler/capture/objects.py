@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from torch import nn
 
@@ -32,7 +32,7 @@ from minicompiler.capture.variables import (
 )
 
 if TYPE_CHECKING:
-    from minicompiler.capture.frame import Tracer
+    from minicompiler.capture.frame import Frame, Tracer
 
 _LIBRARIES = {
     "torch", "math", "operator", "numpy", "builtins", "functools", "itertools", "typing", "collections",
@@ -170,6 +170,33 @@ class ObjectVariable(Variable):
         if isinstance(call, types.FunctionType):
             return UserFunctionVariable(call, self_var=self).call(tx, args, kwargs)
         return super().call(tx, args, kwargs)
+
+
+class SuperVariable(Variable):
+    """`super()` in a method: attributes are looked up in the classes after `cls` in `obj`'s MRO."""
+
+    def __init__(self, cls: type, obj: Variable) -> None:
+        self.cls, self.obj = cls, obj
+
+    @staticmethod
+    def of_frame(tx: Tracer) -> SuperVariable:
+        """Zero-argument `super()`: the method's `__class__` cell and its first argument."""
+        frame = cast("Frame", tx)
+        cls = frame.cell("__class__").load(tx).as_python()
+        return SuperVariable(cls, frame.load_local(frame.code.co_varnames[0]))
+
+    def describe(self) -> str:
+        return f"super({self.cls.__name__}, ...)"
+
+    def getattr(self, tx: Tracer, name: str) -> Variable:
+        mro = type(self.obj.as_python()).__mro__
+        for klass in mro[mro.index(self.cls) + 1:]:
+            if name in klass.__dict__:
+                attr = klass.__dict__[name]
+                if isinstance(attr, types.FunctionType):
+                    return UserFunctionVariable(attr, self_var=self.obj)
+                break
+        raise Unsupported(f"reading super().{name}")
 
 
 class PythonModuleVariable(Variable):

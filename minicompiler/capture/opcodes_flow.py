@@ -12,7 +12,8 @@ import dis
 
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.frame import PY312, PY313, Frame
-from minicompiler.capture.variables import NULL, IteratorVariable, Variable
+from minicompiler.capture.grad_mode import GradModeVariable
+from minicompiler.capture.variables import NULL, ConstantVariable, IteratorVariable, Variable
 
 
 class FlowOpcodes(Frame):
@@ -94,11 +95,25 @@ class FlowOpcodes(Frame):
     def LOAD_ASSERTION_ERROR(self, inst: dis.Instruction) -> None:
         raise Unsupported("an assert failed at capture time")
 
+    # -- generators (run to the end by `Tracer.inline_call`) -------------------------------
     def RETURN_GENERATOR(self, inst: dis.Instruction) -> None:
-        raise Unsupported("generators are not captured")
+        if self.yielded is None:
+            raise Unsupported("a generator outside a call")
+        self.push(ConstantVariable(None))  # what the generator is first resumed with
 
+    def YIELD_VALUE(self, inst: dis.Instruction) -> None:
+        assert self.yielded is not None
+        self.yielded.append(self.pop())
+        self.push(ConstantVariable(None))  # what `send` would pass back: nothing
+
+    # -- `with` ---------------------------------------------------------------------------
     def BEFORE_WITH(self, inst: dis.Instruction) -> None:
-        raise Unsupported("`with` blocks are not captured yet")
+        manager = self.pop()
+        if not isinstance(manager, GradModeVariable):
+            raise Unsupported(f"`with` on {manager.describe()} is not captured (only torch.no_grad / "
+                              "enable_grad)")
+        self.push(manager.exit_variable())
+        self.push(manager.enter(self))
 
     def IMPORT_NAME(self, inst: dis.Instruction) -> None:
         raise Unsupported("`import` inside the function is not captured yet")

@@ -8,6 +8,7 @@ import dis
 
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.frame import PY312, Frame
+from minicompiler.capture.objects import SuperVariable
 from minicompiler.capture.sources import global_source
 from minicompiler.capture.variables import NULL, CellVariable
 
@@ -108,5 +109,12 @@ class LocalsOpcodes(Frame):
     def STORE_ATTR(self, inst: dis.Instruction) -> None:
         raise Unsupported(f"assigning the attribute .{inst.argval} (a side effect on an object)")
 
-    def LOAD_SUPER_ATTR(self, inst: dis.Instruction) -> None:
-        raise Unsupported("super() calls are not captured yet")
+    def LOAD_SUPER_ATTR(self, inst: dis.Instruction) -> None:  # 3.12+: super().name
+        owner = self.pop()
+        cls = self.pop()
+        self.pop()  # the global `super`
+        attr = SuperVariable(cls.as_python(), owner).getattr(self, inst.argval)
+        if inst.arg & 1:
+            self.push_callable(attr)
+        else:
+            self.push(attr)

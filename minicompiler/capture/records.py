@@ -12,7 +12,7 @@ import types
 from dataclasses import dataclass
 
 # A loop runs an instruction many times; the listing shows its most telling status.
-_RANK = {"not reached": 0, "constant": 1, "captured": 2, "break": 3}
+STATUS_RANK = {"not reached": 0, "constant": 1, "captured": 2, "break": 3}
 
 
 @dataclass
@@ -25,7 +25,7 @@ class InstructionRecord:
     function: str  # qualified name of the function; inlined callees have their own records
 
     def mark(self, status: str) -> None:
-        if _RANK[status] > _RANK[self.status]:
+        if STATUS_RANK[status] > STATUS_RANK[self.status]:
             self.status = status
 
 

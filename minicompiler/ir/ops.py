@@ -189,6 +189,39 @@ def _device_of(args: Any, kwargs: dict[str, Any]) -> torch.device:
     return torch.device(device) if device is not None else torch.device("cpu")
 
 
+def _to_fake(value: Any) -> Any:
+    return value.meta.fake() if isinstance(value, Node) else value
+
+
+def _run_on_one_element(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor:
+    """Pointwise and reduction ops: their dtype comes from running torch's kernel on one-element
+    CPU tensors of the same dtypes and ranks (which follows torch's type promotion exactly), and
+    their shape from broadcasting and the reduced dims; the result is a meta tensor of that shape.
+
+    (Cheaper than meta tensors here: torch computes many pointwise ops on meta tensors in Python
+    code whose first use imports all of torch._dynamo, seconds on a first compile.)"""
+
+    def tiny(value: Any) -> Any:
+        if not isinstance(value, Node):
+            return value
+        return torch.ones((1,) * value.meta.ndim, dtype=value.meta.dtype)  # ones: no integer x % 0
+
+    if op == "full":  # full(shape, value, dtype): nothing to infer, and no need to allocate it
+        return torch.empty(tuple(args[0]), dtype=args[2], device="meta")
+    kwargs = {k: ("cpu" if k == "device" else v) for k, v in kwargs.items()}
+    dtype = OPS[op].impl(*map_structure(tiny, args), **map_structure(tiny, kwargs)).dtype
+    tensors = [a.meta.shape for a in flatten(args) if isinstance(a, Node)]
+    if OPS[op].kind == "pointwise":
+        shape = torch.broadcast_shapes(*tensors)
+    else:
+        x, dims = args[0].meta.shape, args[1] if len(args) > 1 else kwargs.get("dims", ())
+        keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+        dims = (dims,) if isinstance(dims, int) else tuple(dims or ())  # None and () fold every dim
+        folded = {d % len(x) for d in dims} if dims and x else set(range(len(x)))
+        shape = tuple(1 if d in folded else s for d, s in enumerate(x) if keepdim or d not in folded)
+    return torch.empty(shape, dtype=dtype, device="meta")
+
+
 def infer_meta(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TensorMeta:
     """Shape, dtype and strides of `op(*args)`, found by running the op on meta tensors.
 
@@ -198,13 +231,13 @@ def infer_meta(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Tensor
     if op not in OPS:
         raise KeyError(f"unknown op {op!r}: add it to minicompiler/ir/ops.py")
 
-    def to_fake(value: Any) -> Any:
-        return value.meta.fake() if isinstance(value, Node) else value
-
-    fake_kwargs = map_structure(to_fake, kwargs)
-    if "device" in fake_kwargs:
-        fake_kwargs["device"] = "meta"
-    result = OPS[op].impl(*map_structure(to_fake, args), **fake_kwargs)
+    if OPS[op].kind in ("pointwise", "reduction"):
+        result = _run_on_one_element(op, args, kwargs)
+    else:
+        fake_kwargs = map_structure(_to_fake, kwargs)
+        if "device" in fake_kwargs:
+            fake_kwargs["device"] = "meta"
+        result = OPS[op].impl(*map_structure(_to_fake, args), **fake_kwargs)
     if not isinstance(result, torch.Tensor):
         raise TypeError(f"op {op!r} must produce one tensor, got {type(result).__name__}")
     # Views keep torch's strides (they alias their input); every other op writes a fresh

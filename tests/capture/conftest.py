@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +35,9 @@ def assert_same(got: Any, expected: Any, **tolerances: float) -> None:
         assert isinstance(got, (tuple, list)) and len(got) == len(expected)
         for g, e in zip(got, expected, strict=True):
             assert_same(g, e, **tolerances)
+    elif dataclasses.is_dataclass(expected):
+        assert type(got) is type(expected)
+        assert_same(dataclasses.astuple(got), dataclasses.astuple(expected), **tolerances)
     elif isinstance(expected, dict):
         assert isinstance(got, dict) and list(got) == list(expected)
         for key in expected:

@@ -1,0 +1,319 @@
+"""Graph breaks that resume: the frame's state at a break, written down so it can be rebuilt.
+
+When the function being compiled meets an instruction capture cannot put in a graph, the
+graph ends just before it. To carry on for real, the runtime needs the frame as CPython
+would hold it at that instruction: the value stack and the local variables. During capture
+they hold Variables; a `FrameRecipe` says, for each one, how to make the real value once the
+graph has run:
+
+    a tensor the graph computed         -> one of the graph's outputs
+    a tensor or object from outside     -> read again through its Source (the very same object)
+    a constant                          -> the constant
+    a list / tuple / dict / iterator    -> built again from its items (one object, however
+                                           many places hold it, so mutations stay shared)
+
+The runtime then runs the breaking instruction for real (`concrete.py`) and captures the next
+segment from the following instruction, with the rebuilt values as its inputs
+(`capture_resume` in api.py). A value with no recipe (a function defined inside the captured
+code, say) makes the break not resumable: the whole call then runs eagerly.
+"""
+
+from __future__ import annotations
+
+import dis
+import types
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from minicompiler.capture.errors import Unsupported
+from minicompiler.capture.objects import (
+    BuiltinVariable,
+    ObjectVariable,
+    PythonModuleVariable,
+    TorchFunctionVariable,
+    UserFunctionVariable,
+)
+from minicompiler.capture.sources import Source
+from minicompiler.capture.tensor import TensorVariable
+from minicompiler.capture.variables import (
+    NULL,
+    CellVariable,
+    ConstantVariable,
+    DictVariable,
+    IteratorVariable,
+    ListVariable,
+    MethodVariable,
+    TupleVariable,
+    Variable,
+)
+from minicompiler.ir import Node
+
+if TYPE_CHECKING:
+    from minicompiler.capture.builder import CaptureState
+    from minicompiler.capture.frame import Frame
+
+
+class NullMarker:
+    """The real stand-in for CALL's NULL slot on a rebuilt stack."""
+
+    def __repr__(self) -> str:
+        return "NULL"
+
+
+REAL_NULL = NullMarker()
+
+
+class RemainingItems:
+    """A loop's iterator on a rebuilt stack: the items the loop has not reached yet."""
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+    def __iter__(self) -> RemainingItems:
+        return self
+
+    def __next__(self) -> Any:
+        if not self.items:
+            raise StopIteration
+        return self.items.pop(0)
+
+
+# -- recipes: how to make one real value after the graph ran ------------------------------------
+class Recipe:
+    def make(self, env: BuildEnv) -> Any:
+        raise NotImplementedError
+
+
+@dataclass(eq=False)
+class GraphOutput(Recipe):
+    index: int  # position in the graph's outputs
+
+    def make(self, env: BuildEnv) -> Any:
+        return env.outputs[self.index]
+
+
+@dataclass(eq=False)
+class Reread(Recipe):
+    source: Source  # an argument, a global, a module attribute...: the very same object
+
+    def make(self, env: BuildEnv) -> Any:
+        return self.source.get(env.args, env.kwargs)
+
+
+@dataclass(eq=False)
+class Fixed(Recipe):
+    value: Any  # a constant, a function, a library module
+
+    def make(self, env: BuildEnv) -> Any:
+        return self.value
+
+
+@dataclass(eq=False)
+class Container(Recipe):
+    kind: type  # list | tuple | dict | RemainingItems
+    items: list[Recipe]
+    keys: list[Any] | None = None  # for a dict
+
+    def make(self, env: BuildEnv) -> Any:
+        values = [env.build(item) for item in self.items]
+        if self.kind is dict:
+            return dict(zip(self.keys or [], values, strict=True))
+        return self.kind(values)
+
+
+@dataclass(eq=False)
+class Cell(Recipe):
+    content: Recipe | None  # a closure cell the captured code made; None while unset
+
+    def make(self, env: BuildEnv) -> Any:
+        return types.CellType() if self.content is None else types.CellType(env.build(self.content))
+
+
+@dataclass(eq=False)
+class Attribute(Recipe):
+    obj: Recipe  # `obj.name`: a bound method such as `out.append` or `x.item`
+    name: str
+
+    def make(self, env: BuildEnv) -> Any:
+        return getattr(env.build(self.obj), self.name)
+
+
+@dataclass(eq=False)
+class BoundMethod(Recipe):
+    function: types.FunctionType
+    owner: Recipe
+
+    def make(self, env: BuildEnv) -> Any:
+        return types.MethodType(self.function, env.build(self.owner))
+
+
+@dataclass
+class BuildEnv:
+    """What recipes are made from: the graph's outputs and the segment's own arguments."""
+
+    outputs: list[Any]
+    args: tuple
+    kwargs: dict
+    made: dict[int, Any] = field(default_factory=dict)  # id(recipe) -> value: one object per recipe
+
+    def build(self, recipe: Recipe) -> Any:
+        if id(recipe) not in self.made:
+            self.made[id(recipe)] = recipe.make(self)
+        return self.made[id(recipe)]
+
+
+# -- the frame at a break --------------------------------------------------------------------------
+@dataclass
+class FrameRecipe:
+    """The frame just before the breaking instruction, and the tensors the graph must output."""
+
+    stack: list[Recipe]
+    locals: dict[str, Recipe]
+    outputs: list[Node]
+
+    def rebuild(self, outputs: list[Any], args: tuple, kwargs: dict) -> tuple[list[Any], dict[str, Any]]:
+        env = BuildEnv(list(outputs), args, kwargs)
+        return [env.build(r) for r in self.stack], {name: env.build(r) for name, r in self.locals.items()}
+
+
+@dataclass
+class ResumePoint:
+    """Where a segment stopped, and everything needed to carry on for real."""
+
+    function: types.FunctionType  # the compiled function's own code, globals and closure
+    index: int  # position of the breaking instruction in `instructions`
+    instructions: list[dis.Instruction]
+    kw_names: tuple[str, ...]  # the keyword names KW_NAMES set for a breaking CALL (3.11, 3.12)
+    frame: FrameRecipe
+    error: Unsupported  # why the graph broke, and where
+
+    @property
+    def instruction(self) -> dis.Instruction:
+        return self.instructions[self.index]
+
+
+def write_recipe(state: CaptureState, stack: list[Variable], local: dict[str, Variable]) -> FrameRecipe:
+    """Recipes for a frame's values; raises Unsupported for a value that cannot be rebuilt."""
+    writer = _RecipeWriter(state)
+    stack_recipes = [writer.recipe(v) for v in stack]
+    local_recipes = {name: writer.recipe(v) for name, v in local.items()}
+    writer.check_no_shared_memory()
+    return FrameRecipe(stack_recipes, local_recipes, writer.outputs)
+
+
+class _RecipeWriter:
+    def __init__(self, state: CaptureState) -> None:
+        self.state = state
+        self.outputs: list[Node] = []
+        self.live: list[TensorVariable] = []
+        self._written: dict[int, Recipe] = {}  # id(Variable) -> its recipe: shared values stay shared
+        self._sources = dict(zip(state.graph.inputs, state.input_sources, strict=True))
+
+    def recipe(self, var: Variable) -> Recipe:
+        if id(var) not in self._written:
+            self._written[id(var)] = self._new_recipe(var)
+        return self._written[id(var)]
+
+    def _new_recipe(self, var: Variable) -> Recipe:
+        if isinstance(var, TensorVariable):
+            self.live.append(var)
+            if var.node in self._sources:  # an input: the caller's own tensor, not a copy
+                return Reread(self._sources[var.node])
+            if var.node not in self.outputs:
+                self.outputs.append(var.node)
+            return GraphOutput(self.outputs.index(var.node))
+        if var is NULL:
+            return Fixed(REAL_NULL)
+        if isinstance(var, ConstantVariable):
+            return Fixed(var.value)
+        if isinstance(var, (TupleVariable, ListVariable, DictVariable)) and var.source is not None:
+            return Reread(var.source)  # passed in, never changed by capture (that would have broken)
+        if isinstance(var, TupleVariable) and var.names is None:
+            return Container(tuple, [self.recipe(v) for v in var.items])
+        if isinstance(var, ListVariable):
+            return Container(list, [self.recipe(v) for v in var.items])
+        if isinstance(var, DictVariable):
+            return Container(dict, [self.recipe(v) for v in var.items.values()], list(var.items))
+        if isinstance(var, IteratorVariable):
+            return Container(RemainingItems, [self.recipe(v) for v in var.items[var.position:]])
+        if isinstance(var, CellVariable):
+            if var.real_cell is not None:
+                return Fixed(var.real_cell)
+            return Cell(None if var.content is None else self.recipe(var.content))
+        if isinstance(var, MethodVariable):
+            return Attribute(self.recipe(var.obj), var.name)
+        if isinstance(var, UserFunctionVariable):
+            return self._function(var)
+        if isinstance(var, ObjectVariable):
+            return Reread(var.source) if var.source is not None else Fixed(var.value)
+        if isinstance(var, (BuiltinVariable, TorchFunctionVariable, PythonModuleVariable)):
+            return Fixed(var.as_python())
+        raise Unsupported(f"{var.describe()} is alive at the graph break and cannot be rebuilt")
+
+    def _function(self, var: UserFunctionVariable) -> Recipe:
+        defaults = [*(var.fn.__defaults__ or ()), *(var.fn.__kwdefaults__ or {}).values()]
+        if var.closure is not None or any(isinstance(d, Variable) for d in defaults):
+            raise Unsupported(f"{var.describe()}, defined inside the captured code, is alive at the graph break")
+        if var.self_var is None:
+            return Fixed(var.fn)
+        return BoundMethod(var.fn, self.recipe(var.self_var))
+
+    def check_no_shared_memory(self) -> None:
+        """Two live tensors sharing memory come out of the graph as separate tensors, so an
+        in-place change made at the break would reach only one of them: refuse."""
+        nodes_of: dict[int, set[Node]] = {}
+        for var in self.live:
+            nodes_of.setdefault(var.storage, set()).add(var.node)
+        for var in self.live:
+            shares_with_input = var.storage in self.state.input_storages and var.node not in self._sources
+            if len(nodes_of[var.storage]) > 1 or shares_with_input:
+                raise Unsupported("tensors that share memory (views) are alive at the graph break")
+
+
+# -- undoing a failed instruction ----------------------------------------------------------------
+class FrameSnapshot:
+    """A frame just before an instruction, so a break can rewind what the instruction had done
+    before it failed: popped values, and changes an inlined call made to lists, dicts, cells
+    and tensors (an in-place op) that the frame can reach."""
+
+    def __init__(self, frame: Frame, deep: bool) -> None:
+        self.stack, self.locals, self.kw_names = list(frame.stack), dict(frame.locals), frame.kw_names
+        self.contents: list[tuple[Variable, Any]] = []
+        if deep:
+            seen: set[int] = set()
+            for var in [*self.stack, *self.locals.values()]:
+                self._remember(var, seen)
+
+    def _remember(self, var: Variable, seen: set[int]) -> None:
+        if id(var) in seen:
+            return
+        seen.add(id(var))
+        inner: list[Variable] = []
+        if isinstance(var, (ListVariable, TupleVariable)):
+            self.contents.append((var, list(var.items)))
+            inner = var.items
+        elif isinstance(var, DictVariable):
+            self.contents.append((var, dict(var.items)))
+            inner = list(var.items.values())
+        elif isinstance(var, TensorVariable):
+            self.contents.append((var, var.node))
+        elif isinstance(var, CellVariable):
+            self.contents.append((var, var.content))
+            inner = [var.content] if var.content is not None else []
+        elif isinstance(var, IteratorVariable):
+            self.contents.append((var, var.position))
+            inner = var.items
+        for item in inner:
+            self._remember(item, seen)
+
+    def restore(self, frame: Frame) -> None:
+        frame.stack, frame.locals, frame.kw_names = self.stack, self.locals, self.kw_names
+        for var, saved in self.contents:
+            if isinstance(var, TensorVariable):
+                var.node = saved
+            elif isinstance(var, CellVariable):
+                var.content = saved
+            elif isinstance(var, IteratorVariable):
+                var.position = saved
+            else:
+                var.items = saved
