@@ -3,9 +3,16 @@
     f = minicompiler.compile(fn_or_module)   # like torch.compile
     f(*args)                                  # captured, compiled, guarded, cached
     f.report                                  # every stage, as text, HTML or JSON
+
+    minicompiler.explain(fn)(*args)           # graphs, graph breaks, ops and guards (like torch._dynamo.explain)
+    minicompiler.set_logs(graph_breaks=True)  # or MINICOMPILER_LOGS=graph_breaks,recompiles,guards,graph,output_code
+    torch.compile(fn, backend=minicompiler.backend)   # TorchDynamo's capture, minicompiler's compiler
 """
 
 from minicompiler.api import CompiledFunction, GraphBreakError, compile
+from minicompiler.dynamo_backend import backend
+from minicompiler.explain import ExplainOutput, explain
+from minicompiler.logs import set_logs
 from minicompiler.report import CompileReport
 
 
@@ -16,4 +23,7 @@ def load_ipython_extension(ipython) -> None:  # noqa: ANN001 - IPython's own typ
     load(ipython)
 
 
-__all__ = ["CompileReport", "CompiledFunction", "GraphBreakError", "compile", "load_ipython_extension"]
+__all__ = [
+    "CompileReport", "CompiledFunction", "ExplainOutput", "GraphBreakError", "backend", "compile", "explain",
+    "load_ipython_extension", "set_logs",
+]
