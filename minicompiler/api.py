@@ -16,7 +16,7 @@ import inspect
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, overload
 
 import torch
@@ -33,12 +33,13 @@ from minicompiler.capture import (
     first_failing_guard,
     run_instruction,
 )
-from minicompiler.capture.records import STATUS_RANK
+from minicompiler.capture.records import MAX_TRACE_STEPS, STATUS_RANK, TraceLog
 from minicompiler.pipeline import BACKENDS, CompiledGraph, compile_graph
 from minicompiler.report import CompileReport, GraphBreakInfo, InstructionInfo
 
 MODES = ("default", "reduce-overhead", "max-autotune")
 CACHE_SIZE_LIMIT = 8
+MAX_SIZES_PER_ENTRY = 32  # graphs kept per dynamic entry (one per set of sizes seen)
 
 
 class GraphBreakError(RuntimeError):
@@ -54,6 +55,10 @@ class CacheEntry:
     compiled: CompiledGraph
     report: CompileReport
     needs_autograd: bool
+    # With dynamic dims: the sizes this entry was captured for, and the graphs captured for other
+    # sizes that pass the same guards (their kernels are shape-generic, so shared)
+    sizes: tuple[int, ...] = ()
+    variants: dict[tuple[int, ...], CacheEntry] = field(default_factory=dict)
 
 
 def _choose_backend(backend: str, args: tuple, kwargs: dict) -> str:
@@ -87,6 +92,7 @@ class CompiledFunction:
         # segments after a graph break: (code, instruction, stack depth, local names) -> entries
         self.resume_cache: dict[tuple, list[CacheEntry]] = {}
         self.reports: list[CompileReport] = []  # one per compilation, oldest first
+        self.dynamic_dims: dict[str, set[int]] = {}  # input source path -> dims seen changing (dynamic=None)
         self._warned_cache_limit = False
         functools.update_wrapper(self, fn, updated=())
 
@@ -98,14 +104,70 @@ class CompiledFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         entry = _first_passing(self.cache, args, kwargs)
         if entry is not None:
-            return self._run_segments(entry, args, kwargs, None)
-        if len(self.cache) >= CACHE_SIZE_LIMIT:
+            entry, report = self._for_sizes(entry, args, kwargs)
+        elif len(self.cache) >= CACHE_SIZE_LIMIT:
             self._warn_cache_limit()
             return self.fn(*args, **kwargs)
-        entry = self._compile(args, kwargs)
+        else:
+            reason = self._recompile_reason(args, kwargs)
+            self._learn_dynamic_dims(args, kwargs)
+            entry = self._compile(args, kwargs, reason)
+            if entry is not None:
+                self.cache.append(entry)
+            report = entry.report if entry is not None else None
         if entry is None:
             return self.fn(*args, **kwargs)
-        return self._run_segments(entry, args, kwargs, entry.report)
+        return self._run_segments(entry, args, kwargs, report)
+
+    # -- dynamic shapes ------------------------------------------------------------------------
+    def _dynamic_dims_of(self, path: str, tensor: torch.Tensor) -> tuple[int, ...]:
+        """The dims of the input at `path` whose guard accepts any size >= 2: all of them with
+        dynamic=True (for arguments: parameters and buffers keep their sizes, as in Dynamo), those
+        seen changing with dynamic=None, none with dynamic=False. Sizes 0 and 1 stay exact (they
+        change broadcasting), and so do non-contiguous tensors' strides."""
+        if self.dynamic is False or not tensor.is_contiguous():
+            return ()
+        is_argument = path.removeprefix("torch.from_numpy(").startswith(("args[", "kwargs["))
+        dims = range(tensor.ndim) if self.dynamic and is_argument else sorted(self.dynamic_dims.get(path, ()))
+        return tuple(d for d in dims if tensor.shape[d] >= 2)
+
+    def _learn_dynamic_dims(self, args: tuple, kwargs: dict) -> None:
+        """dynamic=None: when a tensor's guard failed only on sizes, those dims become dynamic
+        from this recompile on (as TorchDynamo does)."""
+        if self.dynamic is not None or not self.cache:
+            return
+        captured = self.cache[-1].captured
+        failed = first_failing_guard(self.cache[-1].guards, args, kwargs)
+        if failed is None or failed.kind != "tensor":
+            return
+        paths = [source.path for source in captured.input_sources]
+        old = captured.graph.inputs[paths.index(failed.source)].meta
+        new = failed.fetch(args, kwargs)
+        if not isinstance(new, torch.Tensor) or (new.ndim, new.dtype, new.device) != (old.ndim, old.dtype,
+                                                                                        old.device):
+            return
+        changed = {d for d in range(new.ndim) if new.shape[d] != old.shape[d] and min(new.shape[d], old.shape[d]) >= 2}
+        if changed:
+            self.dynamic_dims.setdefault(failed.source, set()).update(changed)
+
+    def _for_sizes(self, entry: CacheEntry, args: tuple, kwargs: dict) -> tuple[CacheEntry | None,
+                                                                                CompileReport | None]:
+        """The graph of a dynamic `entry` for this call's sizes, captured (and compiled to the
+        same shape-generic kernels) the first time those sizes come; with the new report, if any."""
+        if not entry.captured.dynamic_inputs:
+            return entry, None
+        sizes = entry.captured.dynamic_sizes(args, kwargs)
+        if sizes == entry.sizes:
+            return entry, None
+        variant = entry.variants.get(sizes)
+        if variant is not None and first_failing_guard(variant.guards, args, kwargs) is None:
+            return variant, None
+        variant = self._compile(args, kwargs, None)
+        if variant is not None:
+            if len(entry.variants) >= MAX_SIZES_PER_ENTRY:
+                entry.variants.pop(next(iter(entry.variants)))  # the oldest goes: recapturing is cheap
+            entry.variants[sizes] = variant
+        return variant, variant.report if variant is not None else None
 
     def _warn_cache_limit(self) -> None:
         if not self._warned_cache_limit:
@@ -140,7 +202,10 @@ class CompiledFunction:
 
     def _run(self, entry: CacheEntry, args: tuple, kwargs: dict) -> Any:
         inputs = entry.captured.fetch_inputs(args, kwargs)
-        return entry.compiled.run(inputs)  # the training program when an input needs a gradient
+        outputs = entry.compiled.run(inputs)  # the training program when an input needs a gradient
+        outputs, new_values = entry.captured.split_mutations(outputs)
+        _write_back(inputs, entry.captured.mutated_inputs, new_values)
+        return outputs
 
     def _recompile_reason(self, args: tuple, kwargs: dict) -> str | None:
         if not self.cache:
@@ -155,22 +220,24 @@ class CompiledFunction:
         self.reports.append(report)
         return report
 
-    def _compile(self, args: tuple, kwargs: dict) -> CacheEntry | None:
+    def _compile(self, args: tuple, kwargs: dict, recompile_reason: str | None) -> CacheEntry | None:
         """Capture and compile the first segment for these arguments; None means: run this call eagerly."""
-        report = self._new_report(self._recompile_reason(args, kwargs))
+        report = self._new_report(recompile_reason)
         start = time.perf_counter()
         try:
-            captured = capture(self.fn, args, kwargs, allow_breaks=not self.fullgraph)
+            captured = capture(self.fn, args, kwargs, allow_breaks=not self.fullgraph,
+                               dynamic_dims=self._dynamic_dims_of)
         except Unsupported as error:
             report.graph_breaks.append(_break_info(error))
             report.compile_seconds = time.perf_counter() - start
+            report.bytecode = [InstructionInfo(**vars(record)) for record in error.bytecode]
+            if error.trace is not None:
+                _add_trace(report, error.trace)
             if self.fullgraph:
                 raise GraphBreakError(f"fullgraph=True but the graph breaks at {error}") from error
             report.eager_fallback = str(error)
             return None
-        entry = self._compile_captured(captured, report, args, kwargs, start)
-        self.cache.append(entry)
-        return entry
+        return self._compile_captured(captured, report, args, kwargs, start)
 
     def _compile_segment(self, point: ResumePoint, frame: RealFrame, report: CompileReport) -> CacheEntry:
         """Capture and compile the segment after a graph break, from the real frame there."""
@@ -189,11 +256,15 @@ class CompiledFunction:
                           start: float) -> CacheEntry:
         """Compile one captured segment and record it (and the break it ends at) in `report`."""
         _merge_bytecode(report, captured)
+        _add_trace(report, captured.trace)
         if captured.resume is not None:
             report.graph_breaks.append(_break_info(captured.resume.error))
         backend = _choose_backend(self.backend, args, kwargs)
+        dynamic = bool(captured.dynamic_inputs)
+        report.dynamic += [f"dims {', '.join(map(str, dims))} of {source.label or source.path}"
+                           for source, dims in captured.dynamic_inputs]
         compiled = compile_graph(
-            captured.graph, backend, time.perf_counter() - start, strict=self.backend != "auto"
+            captured.graph, backend, time.perf_counter() - start, strict=self.backend != "auto", dynamic=dynamic
         )
         compiled.report.guards = [g.description for g in captured.guards]
         report.graphs.append(compiled.report)
@@ -201,7 +272,16 @@ class CompiledFunction:
         needs_autograd = any(
             p.meta is not None and p.meta.requires_grad for p in captured.graph.inputs
         )
-        return CacheEntry(captured.guards, captured, compiled, report, needs_autograd)
+        return CacheEntry(captured.guards, captured, compiled, report, needs_autograd,
+                          captured.dynamic_sizes(args, kwargs))
+
+
+def _write_back(inputs: list[torch.Tensor], mutated: list[int], new_values: list[torch.Tensor]) -> None:
+    """Finish the in-place updates the graph computed functionally (`x.add_(1)`, BatchNorm's running
+    statistics): copy each new value into the caller's tensor, in the order eager changed them."""
+    with torch.no_grad():  # an update of a buffer is not part of what autograd differentiates
+        for index, value in zip(mutated, new_values, strict=True):
+            inputs[index].copy_(value)
 
 
 def _first_passing(entries: list[CacheEntry], args: tuple, kwargs: dict) -> CacheEntry | None:
@@ -232,6 +312,13 @@ def _merge_bytecode(report: CompileReport, captured: CaptureResult) -> None:
             report.bytecode.append(InstructionInfo(**vars(record)))
         elif STATUS_RANK[record.status] > STATUS_RANK[info.status]:
             info.status = record.status
+
+
+def _add_trace(report: CompileReport, trace: TraceLog) -> None:
+    """Append a segment's trace (segments after graph breaks follow the first), within the cap."""
+    room = MAX_TRACE_STEPS - len(report.trace)
+    report.trace += trace.steps[:room]
+    report.trace_truncated = report.trace_truncated or trace.truncated or len(trace.steps) > room
 
 
 def _break_info(error: Unsupported) -> GraphBreakInfo:

@@ -119,10 +119,12 @@ class CompileReport:
     frontend: str = "minicompiler"  # which capture made the graph: minicompiler | dynamo
     bytecode: list[InstructionInfo] = field(default_factory=list)
     trace: list[TraceStep] = field(default_factory=list)
+    trace_truncated: bool = False  # the capture ran more instructions than the trace keeps
     graphs: list[GraphReport] = field(default_factory=list)
     graph_breaks: list[GraphBreakInfo] = field(default_factory=list)
     eager_fallback: str | None = None  # set when the whole call runs eagerly, with the reason
     recompile_reason: str | None = None  # why this compilation happened when an earlier one existed
+    dynamic: list[str] = field(default_factory=list)  # dynamic dims, e.g. "dims 1 of x" (sizes not guarded)
     compile_seconds: float = 0.0
     run_times: dict[str, float] = field(default_factory=dict)  # e.g. {"eager": s, "compiled": s}
     run_samples: dict[str, list[float]] = field(default_factory=dict)  # seconds per call, repeated

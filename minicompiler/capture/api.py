@@ -8,10 +8,11 @@ rebuilt there (see resume.py).
 from __future__ import annotations
 
 import inspect
+import itertools
 import linecache
 import types
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -21,9 +22,9 @@ from minicompiler.capture.builder import CaptureState
 from minicompiler.capture.concrete import RealFrame
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.frame import Tracer
-from minicompiler.capture.guards import Guard, len_guard
+from minicompiler.capture.guards import Guard, len_guard, separate_memory_guard
 from minicompiler.capture.objects import UserFunctionVariable
-from minicompiler.capture.records import InstructionRecord
+from minicompiler.capture.records import InstructionRecord, TraceLog
 from minicompiler.capture.resume import REAL_NULL, FrameRecipe, RemainingItems, ResumePoint, write_recipe
 from minicompiler.capture.sources import Source, arg_source, fixed_source, kwarg_source
 from minicompiler.capture.tensor import TensorVariable
@@ -37,7 +38,7 @@ from minicompiler.capture.variables import (
     SequenceVariable,
     Variable,
 )
-from minicompiler.ir import Graph, SourceLoc
+from minicompiler.ir import Graph, SourceLoc, map_structure
 
 
 @dataclass
@@ -46,29 +47,65 @@ class CaptureResult:
     guards: list[Guard]  # all must pass for the graph to be reused on a new call
     input_sources: list[Source]  # one per graph placeholder, in order
     bytecode: list[InstructionRecord]  # every instruction run (inlined callees too), with status
+    trace: TraceLog  # the interpreter's state after each instruction (for the bytecode stepper)
     resume: ResumePoint | None = None  # set when the graph ends at a graph break
     # How to build the returned value from the graph's outputs when it is more than tensors and
     # constants (an object a graph break made, say); None: the outputs are the returned value.
     returned: FrameRecipe | None = None
+    # Inputs the function changes in place, by placeholder index, in eager's order. When there are
+    # any, the graph outputs `(outputs, new value of each)` and the runtime copies them back.
+    mutated_inputs: list[int] = field(default_factory=list)
+    # Positions (among the flattened returned values) of the tensors that are NumPy arrays in the
+    # user's code: the runtime hands them back as arrays.
+    numpy_outputs: set[int] = field(default_factory=set)
+    # Inputs with dynamic dims (their guards accept any size >= 2 there; the graph itself was
+    # captured for this call's sizes): the runtime keys the graphs of one entry by those sizes.
+    dynamic_inputs: list[tuple[Source, tuple[int, ...]]] = field(default_factory=list)
+
+    def dynamic_sizes(self, args: tuple, kwargs: dict) -> tuple[int, ...]:
+        """The sizes of the dynamic dims in a call: what tells this entry's graphs apart."""
+        sizes = []
+        for source, dims in self.dynamic_inputs:
+            shape = source.get(args, kwargs).shape
+            sizes += [shape[d] for d in dims]
+        return tuple(sizes)
 
     def fetch_inputs(self, args: tuple, kwargs: dict) -> list[torch.Tensor]:
         """The placeholders' tensors for a new call (parameters are re-read every time)."""
         return [source.get(args, kwargs) for source in self.input_sources]
 
+    def split_mutations(self, outputs: Any) -> tuple[Any, list[torch.Tensor]]:
+        """(what the function's graph outputs, the new values of the inputs it changed)."""
+        if not self.mutated_inputs:
+            return outputs, []
+        return outputs[0], list(outputs[1:])
+
     def returned_value(self, outputs: Any, args: tuple, kwargs: dict) -> Any:
         """What the function returns, given what its graph output."""
         if self.returned is None:
-            return outputs
+            return self._as_numpy(outputs) if self.numpy_outputs else outputs
         stack, _ = self.returned.rebuild(outputs, args, kwargs)
         return stack[0]
 
 
-def capture(fn: Callable[..., Any], args: tuple, kwargs: dict, allow_breaks: bool = False) -> CaptureResult:
+    def _as_numpy(self, outputs: Any) -> Any:
+        positions = itertools.count()
+        return map_structure(lambda v: v.numpy() if next(positions) in self.numpy_outputs else v, outputs)
+
+
+DynamicDims = Callable[[str, torch.Tensor], tuple[int, ...]]
+
+
+def capture(fn: Callable[..., Any], args: tuple, kwargs: dict, allow_breaks: bool = False,
+            dynamic_dims: DynamicDims | None = None) -> CaptureResult:
     """Capture `fn(*args, **kwargs)` as one graph, or raise Unsupported (the caller then runs
     `fn` eagerly). `fn` may be a function, lambda, closure, bound method or nn.Module.
-    With `allow_breaks`, the graph may instead end at a resumable graph break."""
+    With `allow_breaks`, the graph may instead end at a resumable graph break.
+    `dynamic_dims(source path, tensor)` names the dims of an input whose guard accepts any size."""
     state = CaptureState()
     state.allow_breaks = allow_breaks
+    if dynamic_dims is not None:
+        state.dynamic_dims = dynamic_dims
 
     def run() -> Variable:
         fn_var = _wrap_callable(state, fn)
@@ -78,7 +115,7 @@ def capture(fn: Callable[..., Any], args: tuple, kwargs: dict, allow_breaks: boo
             kwarg_vars = {k: state.wrap(v, kwarg_source(k)) for k, v in kwargs.items()}
         return fn_var.call(Tracer(state), arg_vars, kwarg_vars)
 
-    return _finish(state, run)
+    return _finish(state, run, args, kwargs)
 
 
 def capture_resume(point: ResumePoint, frame: RealFrame) -> CaptureResult:
@@ -98,7 +135,7 @@ def capture_resume(point: ResumePoint, frame: RealFrame) -> CaptureResult:
         translator.stack, translator.ip = values[:depth], frame.index
         return translator.run()
 
-    return _finish(state, run)
+    return _finish(state, run, frame.arguments(), {})
 
 
 def _wrap_slot(state: CaptureState, value: Any, source: Source, is_cell: bool) -> Variable:
@@ -114,36 +151,51 @@ def _wrap_slot(state: CaptureState, value: Any, source: Source, is_cell: bool) -
     return state.wrap(value, source)
 
 
-def _finish(state: CaptureState, run: Callable[[], Variable]) -> CaptureResult:
-    """Run the capture; the graph's outputs are what the function returned, or, at a graph
-    break, the tensors the rest of the function needs."""
-    resume, returned = None, None
+def _finish(state: CaptureState, run: Callable[[], Variable], args: tuple, kwargs: dict) -> CaptureResult:
+    """Run the capture (of a call with `args` and `kwargs`); the graph's outputs are what the
+    function returned, or, at a graph break, the tensors the rest of the function needs, and
+    then the new values of the inputs it changed in place."""
+    resume, returned, numpy_outputs = None, None, set()
     try:
         try:
             result = run()
         except FrameBreak as brk:
             resume = _resume_point(state, brk)
-            state.graph.output(resume.frame.outputs)
+            outputs = resume.frame.outputs
         else:
-            returned = _output_or_recipe(state, result)
+            outputs, returned = _output_or_recipe(state, result)
+            numpy_outputs = {i for i, is_array in enumerate(_numpy_leaves(result)) if is_array}
+        mutations = state.input_mutations()
+        if mutations:  # functionalized in-place updates of inputs: their new values are outputs too
+            outputs = (outputs, *(node for _, node in mutations))
+            state.guards.append(_separate_memory(state, [index for index, _ in mutations], args, kwargs))
     except Unsupported as e:
-        e.bytecode = state.log.records
+        e.bytecode, e.trace = state.log.records, state.trace
         raise
-    return CaptureResult(state.graph, state.guards, state.input_sources, state.log.records, resume, returned)
+    state.graph.output(outputs)
+    return CaptureResult(state.graph, state.guards, state.input_sources, state.log.records, state.trace, resume,
+                         returned, [index for index, _ in mutations], numpy_outputs, state.dynamic_inputs)
 
 
-def _output_or_recipe(state: CaptureState, result: Variable) -> FrameRecipe | None:
-    """Output the returned value; if it is more than tensors and constants, output its tensors
-    and return the recipe that builds it (only where graph breaks are allowed)."""
+def _separate_memory(state: CaptureState, changed: list[int], args: tuple, kwargs: dict) -> Guard:
+    """The guard that no input shares memory with one the graph changes; raises Unsupported if
+    this very call's inputs do (the graph would read the other input's old value)."""
+    guard = separate_memory_guard([state.input_sources[i] for i in changed], state.input_sources)
+    if not guard.check(args, kwargs):
+        raise Unsupported("a tensor changed in place shares memory with another input")
+    return guard
+
+
+def _output_or_recipe(state: CaptureState, result: Variable) -> tuple[Any, FrameRecipe | None]:
+    """The returned value as graph outputs; if it is more than tensors and constants, its tensors
+    and the recipe that builds it (only where graph breaks are allowed)."""
     try:
-        state.graph.output(_as_output(result))
-        return None
+        return _as_output(result), None
     except Unsupported:
         if not state.allow_breaks:
             raise
     recipe = write_recipe(state, [result], {})
-    state.graph.output(recipe.outputs)
-    return recipe
+    return recipe.outputs, recipe
 
 
 def _resume_point(state: CaptureState, brk: FrameBreak) -> ResumePoint:
@@ -188,6 +240,15 @@ def _argument_labels(fn: Any, args: tuple) -> list[str]:
             labels += [f"{p.name}_{i}" for i in range(len(args) - len(labels))]
     labels += [f"arg{i}" for i in range(len(labels), len(args))]
     return labels[: len(args)]
+
+
+def _numpy_leaves(value: Variable) -> list[bool]:
+    """For each leaf `_as_output` makes of `value`, in order: is it a NumPy array?"""
+    if isinstance(value, SequenceVariable):
+        return [flag for item in value.items for flag in _numpy_leaves(item)]
+    if isinstance(value, DictVariable):
+        return [flag for item in value.items.values() for flag in _numpy_leaves(item)]
+    return [isinstance(value, TensorVariable) and value.numpy]
 
 
 def _as_output(value: Variable) -> Any:

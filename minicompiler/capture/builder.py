@@ -6,7 +6,9 @@ attribute) into a Variable, adding the guards that keep the graph valid: a tenso
 graph placeholder guarded on its metadata; a number becomes a constant guarded on its value;
 a module is guarded on its identity and its `training` flag.
 
-It also keeps the books that make in-place ops safe to capture: which tensors share memory.
+It also keeps the books that make in-place ops safe to capture: which tensors share memory, and
+which inputs the function changes in place (functionalization: `x.add_(1)` on an input becomes
+`x_1 = x + 1` in the graph, and the runtime copies `x_1` back into the caller's tensor).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import dataclasses
 import itertools
 import types
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -32,6 +35,7 @@ from minicompiler.capture.guards import (
     tensor_guard,
     type_guard,
 )
+from minicompiler.capture.numpy_ops import NumpyFunctionVariable, is_ndarray, mark_numpy, numpy_function_name
 from minicompiler.capture.objects import (
     BuiltinVariable,
     NNModuleVariable,
@@ -41,7 +45,7 @@ from minicompiler.capture.objects import (
     UserFunctionVariable,
     is_torch_function,
 )
-from minicompiler.capture.records import BytecodeLog
+from minicompiler.capture.records import BytecodeLog, TraceLog
 from minicompiler.capture.sources import Source
 from minicompiler.capture.tensor import TensorVariable
 from minicompiler.capture.variables import (
@@ -61,6 +65,13 @@ ALIASING_OPS = {"reshape", "permute", "expand", "slice", "transpose", "unsqueeze
 MAX_INSTRUCTIONS = 200_000  # unrolling a loop past this is surely a mistake
 
 
+def _from_numpy(array: Any, source: Source | None) -> torch.Tensor:
+    try:
+        return torch.from_numpy(array)
+    except (TypeError, ValueError) as error:  # e.g. a dtype torch lacks, or negative strides
+        raise Unsupported(f"the NumPy array {source} cannot become a tensor: {error}") from error
+
+
 def _is_record(value: Any) -> bool:
     """A dataclass or namedtuple instance: plain data whose fields capture reads one by one."""
     is_namedtuple = isinstance(value, tuple) and hasattr(type(value), "_fields")
@@ -73,7 +84,11 @@ class CaptureState:
         self.guards: list[Guard] = []
         self.input_sources: list[Source] = []
         self.log = BytecodeLog()
+        self.trace = TraceLog()
         self.allow_breaks = False  # may the compiled function's own frame end at a graph break?
+        # Which dims of an input tensor are dynamic (guarded as "any size >= 2"), by its source path
+        self.dynamic_dims: Callable[[str, torch.Tensor], tuple[int, ...]] = lambda path, tensor: ()
+        self.dynamic_inputs: list[tuple[Source, tuple[int, ...]]] = []  # those that have any
         self.root_frame: object | None = None  # that frame: the first one to run (see translator.py)
         self.instructions_run = 0
         self._guard_texts: set[str] = set()
@@ -82,6 +97,9 @@ class CaptureState:
         self._storage_of: dict[Node, int] = {}
         self._tensors_in_storage: Counter[int] = Counter()
         self.input_storages: set[int] = set()
+        self._inputs_by_storage: dict[int, tuple[Node, TensorVariable, Source]] = {}
+        # placeholder -> the variable that holds its new value, in the order eager changes them
+        self.mutated_inputs: dict[Node, TensorVariable] = {}
         self._storages = itertools.count()
 
     def count_instruction(self) -> None:
@@ -114,6 +132,11 @@ class CaptureState:
     def _wrap_new(self, value: Any, source: Source | None) -> Variable:
         if isinstance(value, torch.Tensor):
             return self._tensor_input(value, source)
+        if is_ndarray(value):  # computed as a tensor sharing the array's memory (see numpy_ops.py)
+            array = self._tensor_input(_from_numpy(value, source), source.as_tensor() if source else None)
+            return mark_numpy(array)
+        if (numpy_name := numpy_function_name(value)) is not None:
+            return NumpyFunctionVariable(numpy_name)
         if isinstance(value, types.ModuleType):
             return PythonModuleVariable(value)  # not guarded: nobody rebinds `torch`
         if source is not None and type(value) in (tuple, list, dict):
@@ -157,13 +180,23 @@ class CaptureState:
             raise Unsupported(f"{source} is a {type(value).__name__} with layout {value.layout}; "
                               "only plain strided tensors are captured")
         node = self.graph.placeholder(source.label or "input", TensorMeta.of(value))
-        self.add_guard(tensor_guard(source, value), source)
+        dynamic = self.dynamic_dims(source.path, value)
+        if dynamic:
+            self.dynamic_inputs.append((source, dynamic))
+        self.add_guard(tensor_guard(source, value, dynamic), source)
         self.input_sources.append(source)
         storage = next(self._storages)
         self.input_storages.add(storage)
         self._storage_of[node] = storage
         self._tensors_in_storage[storage] += 1
-        return TensorVariable(node, storage)
+        var = TensorVariable(node, storage)
+        self._inputs_by_storage[storage] = (node, var, source)
+        return var
+
+    def input_source_of(self, var: TensorVariable) -> Source | None:
+        """Where `var` came from if it is an input itself (changed in place or not), else None."""
+        node, input_var, source = self._inputs_by_storage.get(var.storage, (None, None, None))
+        return source if input_var is var else None
 
     # -- lowering results -> Variables ----------------------------------------------------
     def wrap_result(self, result: Any) -> Variable:
@@ -189,12 +222,12 @@ class CaptureState:
 
     def mutate(self, var: Variable, node: Node, what: str) -> Variable:
         """Capture an in-place op as a new value for `var`; only safe when nobody else can see
-        the old value: the tensor was made by this function and no view shares its memory."""
+        the old value: no view shares its memory. A tensor from outside the function (argument,
+        parameter, buffer, global) gets its new value written back after the graph runs."""
         if not isinstance(var, TensorVariable):
             raise Unsupported(f"{what} in place on {var.describe()}")
         if var.storage in self.input_storages:
-            raise Unsupported(f"{what} changes a tensor from outside the function (input, parameter or "
-                              "global) in place")
+            self._note_input_mutation(var, what)
         if self._tensors_in_storage[var.storage] > 1:
             raise Unsupported(f"{what} changes a tensor in place while a view of its memory exists")
         old = var.node.meta
@@ -207,3 +240,17 @@ class CaptureState:
         var.node = node
         self._storage_of[node] = var.storage
         return var
+
+    def _note_input_mutation(self, var: TensorVariable, what: str) -> None:
+        placeholder, input_var, _ = self._inputs_by_storage[var.storage]
+        if input_var is not var:
+            raise Unsupported(f"{what} changes a view of a tensor from outside the function in place")
+        assert placeholder.meta is not None
+        if placeholder.meta.requires_grad:  # eager refuses too, unless under no_grad
+            raise Unsupported(f"{what} changes a tensor that requires grad in place")
+        self.mutated_inputs.setdefault(placeholder, var)
+
+    def input_mutations(self) -> list[tuple[int, Node]]:
+        """(input index, node holding its new value) for each input the function changed."""
+        return [(self.graph.inputs.index(placeholder), var.node)
+                for placeholder, var in self.mutated_inputs.items() if var.node is not placeholder]

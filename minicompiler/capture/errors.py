@@ -24,8 +24,10 @@ class Unsupported(Exception):
         self.reason = reason
         self.loc = loc
         self.instruction = instruction
-        # Filled in by `capture`: the bytecode listing with the instruction that broke.
+        # Filled in by `capture`: the bytecode listing with the instruction that broke, and the
+        # trace of the instructions run until then (a TraceLog).
         self.bytecode: list[Any] = []
+        self.trace: Any = None
 
     def locate(self, loc: SourceLoc, instruction: str) -> None:
         """Record where it happened; the innermost frame (the user's own line) wins."""

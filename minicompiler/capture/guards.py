@@ -21,7 +21,7 @@ from minicompiler.ir import TensorMeta
 
 @dataclass(frozen=True)
 class Guard:
-    kind: str  # "tensor" | "constant" | "id" | "type" | "len"
+    kind: str  # "tensor" | "constant" | "id" | "type" | "len" | "alias"
     description: str  # "x: float32[1024] strides=(1,) cpu requires_grad=False"
     source: str  # "args[0]"
     predicate: Callable[[Any], bool] = field(compare=False, repr=False)
@@ -44,10 +44,12 @@ def first_failing_guard(guards: Sequence[Guard], args: tuple, kwargs: dict) -> G
     return None
 
 
-def tensor_guard(source: Source, tensor: torch.Tensor) -> Guard:
-    """Exact dtype, shape, strides, device and requires_grad."""
+def tensor_guard(source: Source, tensor: torch.Tensor, dynamic_dims: Sequence[int] = ()) -> Guard:
+    """Exact dtype, shape, strides, device and requires_grad; except that a dynamic dim may have
+    any size >= 2 (a contiguous tensor's strides then follow from its sizes)."""
     dtype, shape, strides = tensor.dtype, tuple(tensor.shape), tuple(tensor.stride())
     device, requires_grad = tensor.device, tensor.requires_grad
+    static_dims = [d for d in range(tensor.ndim) if d not in dynamic_dims]
 
     def predicate(t: Any) -> bool:
         return (
@@ -59,10 +61,25 @@ def tensor_guard(source: Source, tensor: torch.Tensor) -> Guard:
             and t.requires_grad == requires_grad
         )
 
+    def dynamic_predicate(t: Any) -> bool:
+        return (
+            isinstance(t, torch.Tensor)
+            and t.dtype == dtype
+            and t.ndim == len(shape)
+            and all(t.shape[d] == shape[d] for d in static_dims)
+            and all(t.shape[d] >= 2 for d in dynamic_dims)
+            and t.is_contiguous()
+            and t.device == device
+            and t.requires_grad == requires_grad
+        )
+
     meta = TensorMeta.of(tensor)
     layout = "contiguous" if tensor.is_contiguous() else f"strides={strides}"
     who = source.label if source.path.startswith(("args[", "kwargs[")) else source.path  # "x", "self.w"
     text = f"{who}: {meta} {layout} {device} requires_grad={requires_grad}"
+    if dynamic_dims:
+        text += f" (dims {', '.join(map(str, dynamic_dims))} dynamic: any size >= 2)"
+        return Guard("tensor", text, source.path, dynamic_predicate, source.get)
     return Guard("tensor", text, source.path, predicate, source.get)
 
 
@@ -102,3 +119,22 @@ def len_guard(source: Source, length: int) -> Guard:
 def keys_guard(source: Source, keys: list[Any]) -> Guard:
     """A dict with the same keys in the same order."""
     return Guard("len", f"list({source}) == {keys!r}", source.path, lambda v: list(v) == keys, source.get)
+
+
+def separate_memory_guard(changed: Sequence[Source], inputs: Sequence[Source]) -> Guard:
+    """The inputs the graph changes in place share no memory with any other input: the graph
+    reads every input's old value, which is only right if changing one leaves the others alone."""
+    changed_paths = {s.path for s in changed}
+    getters = [(s.path in changed_paths, s.get) for s in inputs]
+    text = f"{', '.join(s.path for s in changed)} share no memory with other inputs"
+
+    def storages(args: tuple, kwargs: dict) -> list[tuple[bool, int]]:
+        found = [(is_changed, get(args, kwargs).untyped_storage().data_ptr()) for is_changed, get in getters]
+        return [(is_changed, ptr) for is_changed, ptr in found if ptr != 0]  # 0: an empty tensor
+
+    def predicate(found: list[tuple[bool, int]]) -> bool:
+        changed_ptrs = [ptr for is_changed, ptr in found if is_changed]
+        return len(set(changed_ptrs)) == len(changed_ptrs) and not set(changed_ptrs) & {
+            ptr for is_changed, ptr in found if not is_changed}
+
+    return Guard("alias", text, ", ".join(sorted(changed_paths)), predicate, storages)

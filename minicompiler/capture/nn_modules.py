@@ -15,8 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minicompiler.capture.tensor import call_torch_function
-from minicompiler.capture.variables import Variable
+from minicompiler.capture.errors import Unsupported
+from minicompiler.capture.tensor import TensorVariable, call_torch_function
+from minicompiler.capture.variables import ConstantVariable, Variable
 
 if TYPE_CHECKING:
     from minicompiler.capture.frame import Tracer
@@ -38,6 +39,36 @@ def _gelu(tx: Tracer, module: NNModuleVariable, input: Variable) -> Variable:
     return call_torch_function(tx, F.gelu, [input], {"approximate": module.getattr(tx, "approximate")})
 
 
+def _batch_norm(tx: Tracer, module: NNModuleVariable, input: Variable) -> Variable:
+    """`_BatchNorm.forward`, with one change: momentum=None (a cumulative average of the batch
+    statistics) weighs the new batch by 1 / num_batches_tracked as a tensor, where torch reads the
+    count back as a Python float (which would break the graph)."""
+    def attr(name: str) -> Any:
+        return module.getattr(tx, name).as_python()
+
+    if isinstance(input, TensorVariable):
+        try:
+            module.value._check_input_dim(input.node.meta.fake())
+        except ValueError as error:  # eager raises it, with the user's traceback
+            raise Unsupported(f"{module.describe()}: {error}") from error
+    momentum = module.getattr(tx, "momentum")
+    training, track = attr("training"), attr("track_running_stats")
+    count = module.getattr(tx, "num_batches_tracked")
+    if training and track and isinstance(count, TensorVariable):
+        count.call_method(tx, "add_", [ConstantVariable(1)], {})
+        if attr("momentum") is None:
+            momentum = call_torch_function(tx, torch.reciprocal, [count], {})
+    if attr("momentum") is None and not isinstance(momentum, TensorVariable):
+        momentum = ConstantVariable(0.0)
+    running = [module.getattr(tx, name) for name in ("running_mean", "running_var")]
+    use_batch_stats = training or all(isinstance(r, ConstantVariable) for r in running)  # no buffers
+    if training and not track:  # batch statistics only; the buffers (if any) stay as they are
+        running = [ConstantVariable(None), ConstantVariable(None)]
+    return call_torch_function(tx, F.batch_norm, [input, *running, module.getattr(tx, "weight"),
+                                                  module.getattr(tx, "bias"), ConstantVariable(use_batch_stats),
+                                                  momentum, module.getattr(tx, "eps")], {})
+
+
 def _identity(tx: Tracer, module: NNModuleVariable, input: Variable, *args: Any, **kwargs: Any) -> Variable:
     return input
 
@@ -56,4 +87,7 @@ MODULE_LOWERINGS: dict[type[nn.Module], ModuleLowering] = {
     nn.LogSoftmax: _calls(F.log_softmax, "dim"),
     nn.Flatten: _calls(torch.flatten, "start_dim", "end_dim"),
     nn.Identity: _identity,
+    nn.BatchNorm1d: _batch_norm,
+    nn.BatchNorm2d: _batch_norm,
+    nn.BatchNorm3d: _batch_norm,
 }

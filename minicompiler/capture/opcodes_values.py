@@ -14,6 +14,7 @@ from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.frame import PY312, PY313, Frame
 from minicompiler.capture.objects import UserFunctionVariable
 from minicompiler.capture.operators import binary_op, compare_op, contains_op, is_op, unary_op
+from minicompiler.capture.tensor import TensorVariable
 from minicompiler.capture.variables import (
     NULL,
     CellVariable,
@@ -100,6 +101,9 @@ class ValueOpcodes(Frame):
         key = self.pop()
         obj = self.pop()
         value = self.pop()
+        if isinstance(obj, TensorVariable):
+            obj.setitem(self, key, value)
+            return
         if not isinstance(obj, (ListVariable, DictVariable)):
             raise Unsupported(f"assigning into {obj.describe()} (`obj[key] = value`) is not captured yet")
         obj.setitem(key, value)

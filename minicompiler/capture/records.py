@@ -1,4 +1,5 @@
-"""The bytecode listing of a capture: every instruction, and what happened to it.
+"""The bytecode listing of a capture: every instruction, and what happened to it; and the trace,
+the interpreter's state after each instruction it ran.
 
 The report shows it beside the source: which instructions became graph nodes ("captured"),
 which only computed Python values at capture time ("constant"), which one broke the graph
@@ -10,6 +11,15 @@ from __future__ import annotations
 import dis
 import types
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from minicompiler.ir import Node
+from minicompiler.ir.printer import format_call
+from minicompiler.report import TraceStep
+
+if TYPE_CHECKING:
+    from minicompiler.capture.frame import Frame
+    from minicompiler.capture.variables import Variable
 
 # A loop runs an instruction many times; the listing shows its most telling status.
 STATUS_RANK = {"not reached": 0, "constant": 1, "captured": 2, "break": 3}
@@ -49,3 +59,50 @@ class BytecodeLog:
                 self.records.append(record)
             self._by_code[code] = by_offset
         return self._by_code[code]
+
+
+# -- the step-by-step trace (the notebook's bytecode stepper replays it) -------------------------
+MAX_TRACE_STEPS = 2000  # a long unrolled loop would make the report huge: stop recording there
+
+
+class TraceLog:
+    """One `TraceStep` per instruction run, in every frame (inlined callees too): the symbolic
+    stack and locals after it, the guards so far and the graph so far."""
+
+    def __init__(self) -> None:
+        self.steps: list[TraceStep] = []
+        self.truncated = False  # True when the function ran more than MAX_TRACE_STEPS instructions
+        self._node_lines: dict[Node, str] = {}  # each node is printed once, however many steps show it
+
+    def record(self, frame: Frame, inst: dis.Instruction, lineno: int | None, status: str) -> None:
+        if len(self.steps) >= MAX_TRACE_STEPS:
+            self.truncated = True
+            return
+        state = frame.state
+        self.steps.append(TraceStep(
+            offset=inst.offset, opname=inst.opname, argrepr=inst.argrepr, lineno=lineno,
+            function=frame.code.co_qualname,
+            stack=[short(v) for v in frame.stack],
+            locals={name: short(v) for name, v in frame.locals.items()},
+            guards=[g.description for g in state.guards],
+            graph_nodes=[self._line(n) for n in state.graph.nodes],
+            status=status,
+        ))
+
+    def _line(self, node: Node) -> str:
+        if node not in self._node_lines:
+            if node.op == "placeholder":
+                self._node_lines[node] = f"{node.name}: {node.meta}  (input)"
+            else:
+                self._node_lines[node] = f"{node.name} = {format_call(node)}  # {node.meta}"
+        return self._node_lines[node]
+
+
+def short(value: Variable) -> str:
+    """A symbolic value in a few words: `cos: float32[8]` for a tensor (the node that will hold
+    it), `2` for a constant, the describe() text for anything else."""
+    node = getattr(value, "node", None)
+    if isinstance(node, Node):
+        return f"{node.name}: {node.meta}"
+    text = value.describe()
+    return text if len(text) <= 60 else text[:57] + "..."

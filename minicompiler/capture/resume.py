@@ -207,7 +207,6 @@ class _RecipeWriter:
         self.outputs: list[Node] = []
         self.live: list[TensorVariable] = []
         self._written: dict[int, Recipe] = {}  # id(Variable) -> its recipe: shared values stay shared
-        self._sources = dict(zip(state.graph.inputs, state.input_sources, strict=True))
 
     def recipe(self, var: Variable) -> Recipe:
         if id(var) not in self._written:
@@ -217,8 +216,9 @@ class _RecipeWriter:
     def _new_recipe(self, var: Variable) -> Recipe:
         if isinstance(var, TensorVariable):
             self.live.append(var)
-            if var.node in self._sources:  # an input: the caller's own tensor, not a copy
-                return Reread(self._sources[var.node])
+            source = self.state.input_source_of(var)
+            if source is not None:  # an input: the caller's own tensor (its new value written back), not a copy
+                return Reread(source)
             if var.node not in self.outputs:
                 self.outputs.append(var.node)
             return GraphOutput(self.outputs.index(var.node))
@@ -265,7 +265,8 @@ class _RecipeWriter:
         for var in self.live:
             nodes_of.setdefault(var.storage, set()).add(var.node)
         for var in self.live:
-            shares_with_input = var.storage in self.state.input_storages and var.node not in self._sources
+            is_input = self.state.input_source_of(var) is not None
+            shares_with_input = var.storage in self.state.input_storages and not is_input
             if len(nodes_of[var.storage]) > 1 or shares_with_input:
                 raise Unsupported("tensors that share memory (views) are alive at the graph break")
 

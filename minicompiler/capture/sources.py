@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 Getter = Callable[[tuple, dict], Any]
 
 
@@ -41,6 +43,12 @@ class Source:
         label = f"{self.label}_{name}" if self.label else name
         return Source(f"{self.path}.{name}", label,
                       lambda args, kwargs: getattr(get(args, kwargs), table)[name])
+
+    def as_tensor(self) -> Source:
+        """A NumPy array read as a tensor sharing its memory (what the graph takes as input)."""
+        get = self.get
+        return Source(f"torch.from_numpy({self.path})", self.label,
+                      lambda args, kwargs: torch.from_numpy(get(args, kwargs)))
 
     def item(self, key: Any) -> Source:
         get = self.get

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from minicompiler.capture.errors import Unsupported
-from minicompiler.capture.torch_ops import TENSOR_METHODS, TORCH_FUNCTIONS, InPlace, Lowering, extern
+from minicompiler.capture.numpy_ops import mark_numpy, numpy_attribute, numpy_method
+from minicompiler.capture.torch_ops import TENSOR_METHODS, TORCH_FUNCTIONS, InPlace, Lowering, Updates, extern
 from minicompiler.capture.torch_views import TENSOR_PROPERTIES, index, select
 from minicompiler.capture.variables import (
     ConstantVariable,
@@ -23,7 +24,7 @@ from minicompiler.capture.variables import (
     SequenceVariable,
     Variable,
 )
-from minicompiler.ir import Node
+from minicompiler.ir import Graph, Node
 
 if TYPE_CHECKING:
     from minicompiler.capture.frame import Tracer
@@ -38,6 +39,7 @@ class TensorVariable(Variable):
 
     def __init__(self, node: Node, storage: int) -> None:
         self.node, self.storage = node, storage
+        self.numpy = False  # an ndarray in the user's code (see numpy_ops.py)
 
     def python_type(self) -> type:
         return torch.Tensor
@@ -57,6 +59,8 @@ class TensorVariable(Variable):
         return self.node.meta.shape[0]
 
     def getattr(self, tx: Tracer, name: str) -> Variable:
+        if self.numpy and (attribute := numpy_attribute(tx, self, name)) is not None:
+            return attribute
         if name in TENSOR_PROPERTIES:
             return apply_lowering(tx, TENSOR_PROPERTIES[name], f"Tensor.{name}", [self], {})
         if name in ("grad", "data", "grad_fn", "requires_grad", "is_leaf"):
@@ -67,6 +71,8 @@ class TensorVariable(Variable):
 
     def call_method(self, tx: Tracer, name: str, args: list[Variable],
                     kwargs: dict[str, Variable]) -> Variable:
+        if self.numpy:
+            return numpy_method(tx, self, name, args, kwargs)
         lowering = method_lowering(name)
         if lowering is None and name.endswith("_") and (base := method_lowering(name[:-1])) is not None:
             # x.add_(y): compute x.add(y), then make it x's new value (if that is safe)
@@ -83,6 +89,14 @@ class TensorVariable(Variable):
     def getitem(self, tx: Tracer, key: Variable) -> Variable:
         return apply_lowering(tx, index, "indexing a tensor", [self, key], {})
 
+    def setitem(self, tx: Tracer, key: Variable, value: Variable) -> None:
+        """`x[mask] = value` with a boolean mask of x's shape: x becomes where(mask, value, x).
+        Other index assignments are not captured."""
+        mask = key.node.meta if isinstance(key, TensorVariable) else None
+        if mask is None or mask.dtype != torch.bool or mask.shape != self.node.meta.shape:
+            raise Unsupported("assigning into a tensor (`x[key] = value`) other than through a boolean mask")
+        apply_lowering(tx, _masked_fill, "x[mask] = value", [self, key, value], {})
+
 
 def method_lowering(name: str) -> Lowering | None:
     """The lowering for `x.name(...)`: from the table, else torch.name(x, ...) kept whole
@@ -97,6 +111,10 @@ def method_lowering(name: str) -> Lowering | None:
     if callable(fn) and not isinstance(fn, type):
         return lambda g, *args, **kwargs: extern(g, fn, *args, **kwargs)
     return None
+
+
+def _masked_fill(g: Graph, x: Node, mask: Node, value: Any) -> InPlace:
+    return InPlace(g.call("where", mask, value, x))
 
 
 def _in_place(lowering: Lowering) -> Lowering:
@@ -144,4 +162,12 @@ def apply_lowering(tx: Tracer, lowering: Lowering, what: str, args: list[Variabl
         raise Unsupported(f"{what} failed at capture time: {e}") from e
     if isinstance(result, InPlace):
         return tx.state.mutate(args[0], result.node, what)
-    return tx.state.wrap_result(result)
+    if isinstance(result, Updates):
+        for var in [*args, *kwargs.values()]:
+            if isinstance(var, TensorVariable) and var.node in result.new_values:
+                tx.state.mutate(var, result.new_values[var.node], what)
+        result = result.result
+    wrapped = tx.state.wrap_result(result)
+    if any(isinstance(v, TensorVariable) and v.numpy for v in [*args, *kwargs.values()]):
+        mark_numpy(wrapped)  # computed from an ndarray: an ndarray too
+    return wrapped

@@ -49,6 +49,16 @@ class InPlace:
     node: Node
 
 
+@dataclass
+class Updates:
+    """A lowering's answer for an op that also changes some of its tensor arguments in place (as
+    training-mode batch_norm changes its running statistics): `result`, and for each changed
+    argument (by the Node it was given as) its new value."""
+
+    result: Node
+    new_values: dict[Node, Node]
+
+
 def maybe_inplace(node: Node, inplace: bool) -> Node | InPlace:
     return InPlace(node) if inplace else node
 
@@ -285,6 +295,38 @@ def layer_norm(g: Graph, x: Node, normalized_shape: Any, weight: Any = None, bia
                eps: float = 1e-5) -> Node:
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     return g.call("layer_norm", x, shape, weight, bias, eps)
+
+
+@lowers(F.batch_norm)
+def batch_norm(g: Graph, x: Node, running_mean: Node | None, running_var: Node | None, weight: Node | None = None,
+               bias: Node | None = None, training: bool = False, momentum: Any = 0.1, eps: float = 1e-5) -> Any:
+    """Eval mode reads the running statistics: one pure torch_call. Training mode normalises with
+    the batch's statistics, in primitive-friendly ops, and updates the running statistics as torch
+    does; `momentum` may be a tensor (BatchNorm's cumulative average, 1 / num_batches_tracked)."""
+    if not training:
+        return extern(g, F.batch_norm, x, running_mean, running_var, weight, bias, False, momentum, eps)
+    if x.meta.ndim < 2:
+        raise Unsupported(f"batch_norm of a {x.meta.ndim}-d tensor")
+    channels = x.meta.shape[1]
+    dims = tuple(d for d in range(x.meta.ndim) if d != 1)  # statistics per channel (dim 1)
+    per_channel = (1, channels) + (1,) * (x.meta.ndim - 2)  # [C] -> broadcastable against x
+    mean = g.call("mean", x, dims, False)  # (C,)
+    var = g.call("var", x, dims, 0, False)  # (C,), biased: what the normalisation divides by
+    y = g.call("mul", g.call("sub", x, g.call("reshape", mean, per_channel)),
+               g.call("rsqrt", g.call("add", g.call("reshape", var, per_channel), eps)))
+    if weight is not None:
+        y = g.call("mul", y, g.call("reshape", weight, per_channel))
+    if bias is not None:
+        y = g.call("add", y, g.call("reshape", bias, per_channel))
+    n = x.meta.numel // channels
+    if n <= 1 and running_var is not None:
+        raise Unsupported("batch_norm in training mode needs more than one value per channel")
+    updates = {}
+    if running_mean is not None:  # (1 - momentum) * running + momentum * batch statistic
+        updates[running_mean] = g.call("lerp", running_mean, mean, momentum)
+    if running_var is not None:  # the running variance is the unbiased one
+        updates[running_var] = g.call("lerp", running_var, g.call("mul", var, n / (n - 1)), momentum)
+    return Updates(y, updates)
 
 
 lowers(F.linear)(lambda g, x, weight, bias=None: g.call("linear", x, weight, bias))

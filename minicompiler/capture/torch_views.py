@@ -101,7 +101,25 @@ def expand(g: Graph, x: Node, *sizes: Any) -> Node:
 lowers(methods=["expand_as"])(lambda g, x, other: expand(g, x, other.meta.shape))
 lowers(methods=["contiguous"])(lambda g, x, memory_format=None: g.call("contiguous", x))
 lowers(torch.clone, methods=["clone"])(lambda g, x, memory_format=None: g.call("clone", x))
-lowers(torch.detach, methods=["detach"])(lambda g, x: x)  # no autograd inside a captured graph
+@lowers(torch.detach, methods=["detach"])
+def detach(g: Graph, x: Node) -> Node:
+    """The identity where no gradient can flow. The IR has no op that stops a gradient, so a
+    detach of a value that depends on an input requiring grad cannot be captured (AOT autograd
+    would differentiate through it): the graph breaks there instead."""
+    if _needs_grad(x):
+        raise Unsupported("detach() of a value that needs a gradient (the IR has no stop-gradient op)")
+    return x
+
+
+def _needs_grad(node: Node) -> bool:
+    seen, todo = set(), [node]
+    while todo:
+        n = todo.pop()
+        if n.op == "placeholder" and n.meta is not None and n.meta.requires_grad:
+            return True
+        todo += [i for i in n.inputs() if i not in seen]
+        seen.update(n.inputs())
+    return False
 
 
 # --- indexing ----------------------------------------------------------------------------

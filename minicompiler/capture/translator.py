@@ -88,8 +88,11 @@ class InstructionTranslator(LocalsOpcodes, FlowOpcodes, ValueOpcodes):
         except Unsupported as e:
             e.locate(loc, inst.opname)
             record.mark("break")
+            self.state.trace.record(self, inst, loc.lineno, "break")
             raise
-        record.mark("captured" if self.saw_tensor else "constant")
+        status = "captured" if self.saw_tensor else "constant"
+        record.mark(status)
+        self.state.trace.record(self, inst, loc.lineno, status)
 
     def source_loc(self, inst: dis.Instruction) -> SourceLoc:
         if inst.offset not in self._locs:

@@ -43,8 +43,8 @@ def branches_on_tensor(x):
     return -x
 
 
-def mutates_input(x):
-    x.add_(1)
+def mutates_a_view_of_input(x):
+    x[0].add_(1)
     return x
 
 
@@ -77,8 +77,16 @@ def test_bytecode_listing_marks_the_break() -> None:
     assert broken.opname == "CALL" and broken.lineno == error.loc.lineno
 
 
-def test_in_place_on_an_input_is_refused() -> None:
-    assert "in place" in refusal(mutates_input, torch.randn(3)).reason
+def test_in_place_on_a_view_of_an_input_is_refused() -> None:
+    assert "in place" in refusal(mutates_a_view_of_input, torch.randn(3, 2)).reason
+
+
+def test_in_place_on_an_input_that_requires_grad_is_refused() -> None:
+    def fn(x):
+        x.mul_(2)
+        return x
+
+    assert "requires grad" in refusal(fn, torch.randn(3, requires_grad=True)).reason
 
 
 def test_in_place_on_a_viewed_tensor_is_refused() -> None:
