@@ -21,6 +21,7 @@ from typing import Any, overload
 
 import torch
 
+from minicompiler import logs
 from minicompiler.capture import (
     CaptureResult,
     Guard,
@@ -116,6 +117,7 @@ class CompiledFunction:
                 self.cache.append(entry)
             report = entry.report if entry is not None else None
         if entry is None:
+            logs.emit_compilation(self.reports[-1])
             return self.fn(*args, **kwargs)
         return self._run_segments(entry, args, kwargs, report)
 
@@ -185,6 +187,8 @@ class CompiledFunction:
             outputs = self._run(entry, args, kwargs)
             point = entry.captured.resume
             if point is None:
+                if report is not None:  # this call compiled something: its code exists now, log it
+                    logs.emit_compilation(report)
                 return entry.captured.returned_value(outputs, args, kwargs)
             stack, local = point.frame.rebuild(outputs, args, kwargs)
             frame = RealFrame(stack, local, point.index)
@@ -264,7 +268,8 @@ class CompiledFunction:
         report.dynamic += [f"dims {', '.join(map(str, dims))} of {source.label or source.path}"
                            for source, dims in captured.dynamic_inputs]
         compiled = compile_graph(
-            captured.graph, backend, time.perf_counter() - start, strict=self.backend != "auto", dynamic=dynamic
+            captured.graph, backend, time.perf_counter() - start, strict=self.backend != "auto", dynamic=dynamic,
+            cuda_graphs=self.mode == "reduce-overhead",
         )
         compiled.report.guards = [g.description for g in captured.guards]
         report.graphs.append(compiled.report)
