@@ -140,9 +140,12 @@ def _check_requires_grad(graph: Graph, requires_grad: Sequence[bool]) -> None:
 
 def _needs_grad(primals: list[Node], requires_grad: Sequence[bool], nodes: list[Node]) -> set[Node]:
     """The values a gradient can flow into: floating-point values that depend on an input
-    that requires grad (integer and boolean values never carry gradients)."""
+    that requires grad (integer and boolean values never carry gradients, and `detach` is where
+    the user cut the flow)."""
     needs = {p for p, wanted in zip(primals, requires_grad, strict=True) if wanted}
     for node in nodes:
+        if node.op == "detach":
+            continue
         if node.meta.dtype.is_floating_point and any(i in needs for i in node.inputs()):
             needs.add(node)
     return needs

@@ -60,7 +60,7 @@ from minicompiler.capture.variables import (
 from minicompiler.ir import Graph, Node, TensorMeta
 
 # Ops whose torch counterpart can return a view of (or the very same memory as) its input.
-ALIASING_OPS = {"reshape", "permute", "expand", "slice", "transpose", "unsqueeze", "squeeze", "select",
+ALIASING_OPS = {"detach", "reshape", "permute", "expand", "slice", "transpose", "unsqueeze", "squeeze", "select",
                 "contiguous"}
 MAX_INSTRUCTIONS = 200_000  # unrolling a loop past this is surely a mistake
 

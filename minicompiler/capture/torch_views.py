@@ -103,12 +103,9 @@ lowers(methods=["contiguous"])(lambda g, x, memory_format=None: g.call("contiguo
 lowers(torch.clone, methods=["clone"])(lambda g, x, memory_format=None: g.call("clone", x))
 @lowers(torch.detach, methods=["detach"])
 def detach(g: Graph, x: Node) -> Node:
-    """The identity where no gradient can flow. The IR has no op that stops a gradient, so a
-    detach of a value that depends on an input requiring grad cannot be captured (AOT autograd
-    would differentiate through it): the graph breaks there instead."""
-    if _needs_grad(x):
-        raise Unsupported("detach() of a value that needs a gradient (the IR has no stop-gradient op)")
-    return x
+    """The same values; where a gradient could flow, a `detach` node stops it (AOT autograd
+    gives it no VJP), elsewhere nothing to do."""
+    return g.call("detach", x) if _needs_grad(x) else x
 
 
 def _needs_grad(node: Node) -> bool:

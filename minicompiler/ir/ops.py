@@ -112,6 +112,7 @@ register(
     lambda x, dim, start, end, step=1: x[(slice(None),) * dim + (slice(start, end, step),)],
     "slice(x, dim, start, end, step)",
 )
+register("detach", "view", lambda x: x.detach(), "detach(x): the same tensor, through which no gradient flows")
 
 # --- primitives: extern calls (kept whole, run by torch / a vendor library) ---------------
 register("matmul", "extern", torch.matmul, "matmul(a, b)")

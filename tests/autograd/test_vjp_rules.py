@@ -127,6 +127,7 @@ SAMPLES: dict[str, list[Sample]] = {
     "addmm": [lambda: (randn(5), randn(3, 4), randn(4, 5)), lambda: (randn(3, 5), randn(3, 4), randn(4, 5))],
     "bmm": [lambda: (randn(2, 3, 4), randn(2, 4, 5))],
     "cat": [lambda: ([randn(2, 3), randn(4, 3)], 0), lambda: ([randn(2, 3), randn(2, 1), randn(2, 2)], -1)],
+    "detach": [lambda: (randn(3, 4),)],
     "torch_call": [  # any torch function: its backward asks torch autograd
         lambda: (torch.nn.functional.softplus, randn(3, 4)),
         lambda: (torch.nn.functional.embedding, torch.randint(0, 6, (2, 3)), randn(6, 4)),
