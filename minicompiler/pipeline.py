@@ -110,7 +110,7 @@ class CompiledGraph:
         report.fusion += describe_fusion(schedule)
         try:
             module, record = _timed(report, "codegen" + stage_suffix,
-                                    lambda: generate(schedule, self.backend))
+                                    lambda: generate(schedule, self.backend, dynamic=self.dynamic))
         except CodegenError as error:
             if self.strict or not fallback:
                 raise

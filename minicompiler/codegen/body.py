@@ -50,6 +50,11 @@ def param_name(node: Node, stored: bool) -> str:
     return f"{'out' if stored else 'in'}_{node.name}"
 
 
+def input_params(kernel: Kernel) -> list[tuple[str, Node]]:
+    """(parameter, node) of each buffer the kernel reads."""
+    return [(param_name(b.node, False), b.node) for b in kernel.inputs]
+
+
 def _full_value(node: Node) -> bool | int | float:
     value = node.args[1] if len(node.args) > 1 else node.kwargs["value"]
     return python_value(value, node.meta.dtype)
@@ -166,8 +171,8 @@ class BodyWriter:
     def store_if_needed(self, node: Node, value: Value, level: Level) -> None:
         if node in self.stored:
             meta = node.meta
-            index = self.ops.index(meta, level, meta.shape)
-            self.ops.store(param_name(node, True), meta.dtype, index, value, level)
+            param = param_name(node, True)
+            self.ops.store(param, meta.dtype, self.ops.index(param, meta, level, meta.shape), value, level)
 
     def operand(self, arg: Any, dtype: torch.dtype, scope: dict[Any, Value], level: Level,
                 shape: tuple[int, ...] | None = None) -> Value:
@@ -181,8 +186,9 @@ class BodyWriter:
         if arg.op == "full" and arg not in self.kernel.nodes:  # constants are written inline
             return ops.constant(python_value(_full_value(arg), dtype), dtype)
         if (arg, level) not in scope:  # a buffer: load it once per loop
-            index = ops.index(arg.meta, level, shape or self.kernel.domain)
-            scope[arg, level] = ops.load(param_name(arg, False), arg.meta.dtype, index, level)
+            param = param_name(arg, False)
+            index = ops.index(param, arg.meta, level, shape or self.kernel.domain)
+            scope[arg, level] = ops.load(param, arg.meta.dtype, index, level)
         return ops.to_dtype(scope[arg, level], dtype)
 
     def pointwise(self, node: Node, level: Level, scope: dict[Any, Value]) -> Value:

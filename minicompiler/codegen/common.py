@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 
 import torch
 
+from minicompiler.codegen.sizes import KernelSizes, index_terms, render_index
 from minicompiler.fuse.schedule import Kernel
 from minicompiler.ir.graph import Node, TensorMeta
 from minicompiler.ir.printer import format_value
@@ -73,6 +74,12 @@ class CodeWriter:
         self.lines.append("    " * self._indent + text if text else "")
         self.origins.append(self._origin)
 
+    def extend(self, other: CodeWriter) -> None:
+        """Append `other`'s lines (with their provenance) at this writer's indentation."""
+        for text, origin in zip(other.lines, other.origins, strict=True):
+            with self.origin(*origin):
+                self.line(text)
+
     @contextlib.contextmanager
     def indent(self) -> Iterator[None]:
         self._indent += 1
@@ -101,50 +108,6 @@ def provenance_comment(node: Node) -> str:
     return text
 
 
-# -- index arithmetic ---------------------------------------------------------------------
-def index_terms(sizes: tuple[int, ...], strides: tuple[int, ...]) -> list[tuple[int, int | None, int]]:
-    """Memory offset of element number v of a loop over `sizes`, for a tensor with `strides`,
-    as terms (div, mod, stride) of `sum((v // div % mod) * stride)`.
-
-    Dims of size 1 drop out, and neighbouring dims that are contiguous with each other merge,
-    so a contiguous tensor is one term (1, None, 1): its offset is the loop index itself."""
-    merged: list[tuple[int, int]] = []
-    for size, stride in zip(sizes, strides, strict=True):
-        if size == 1:
-            continue
-        if merged and merged[-1][1] == stride * size:
-            merged[-1] = (merged[-1][0] * size, stride)
-        else:
-            merged.append((size, stride))
-    total, terms, div = math.prod(sizes), [], 1
-    for size, stride in reversed(merged):
-        if stride != 0:  # a broadcast dim: every step along it reads the same element
-            terms.append((div, None if div * size == total else size, stride))
-        div *= size
-    return terms[::-1]
-
-
-def render_index(var: str, terms: list[tuple[int, int | None, int]], floordiv: str) -> str:
-    parts = []
-    for div, mod, stride in terms:
-        text = var if div == 1 else f"{var} {floordiv} {div}"
-        if mod is not None:
-            text = f"{text} % {mod}"
-        if stride != 1:
-            text = f"({text}) * {stride}" if text != var else f"{stride} * {var}"
-        parts.append(text)
-    return " + ".join(parts) or "0"
-
-
-def broadcast_strides(meta: TensorMeta, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Strides of `meta`'s tensor broadcast to `shape` (0 along broadcast dims)."""
-    pad = len(shape) - len(meta.shape)
-    strides = meta.stride()
-    return tuple(
-        0 if d < pad or meta.shape[d - pad] == 1 else strides[d - pad] for d in range(len(shape))
-    )
-
-
 # -- the ops handler ----------------------------------------------------------------------
 class KernelOps(abc.ABC):
     """Base of the backends' `ops` handlers: temporaries, lines and their provenance.
@@ -158,8 +121,9 @@ class KernelOps(abc.ABC):
     xvar: ClassVar[str]  # the loop index over rows (or over all elements, pointwise)
     rvar: ClassVar[str]  # the loop index over the reduced dims
 
-    def __init__(self, kernel: Kernel) -> None:
+    def __init__(self, kernel: Kernel, dynamic: bool = False) -> None:
         self.kernel = kernel
+        self.sizes = KernelSizes(kernel, dynamic)
         self.writer = CodeWriter()
         self._names = itertools.count()
 
@@ -184,21 +148,21 @@ class KernelOps(abc.ABC):
     def fresh(self, prefix: str) -> str:
         return f"{prefix}{next(self._names)}"
 
-    def index(self, meta: TensorMeta, level: Level, shape: tuple[int, ...]) -> str:
-        """Offset of the element of `meta`'s tensor, broadcast to `shape`, that the loop is at.
+    def index(self, param: str, meta: TensorMeta, level: Level, shape: tuple[int, ...]) -> str:
+        """Offset of the element of buffer `param` (`meta`), broadcast to `shape`, that the loop is at.
 
         Element level: `shape` is the domain; the kept dims are numbered by the row index, the
         reduced dims by the index of the sweep over them. Row level: `shape` is the reduced
         shape, with or without the folded dims as 1s; only the row index moves."""
-        kernel, kept = self.kernel, self.kernel.kept_dims
-        strides = broadcast_strides(meta, shape)
+        kernel, sizes, kept = self.kernel, self.sizes, self.kernel.kept_dims
+        strides = sizes.strides(meta, shape, param)
         if level == "row":
             if len(shape) == len(kernel.domain):  # keepdim shape: skip the folded dims
                 strides = tuple(strides[d] for d in kept)
-            return render_index(self.xvar, index_terms(kernel.reduced_shape, strides), self.floordiv)
+            return render_index(self.xvar, index_terms(sizes.reduced_shape, strides), self.floordiv)
         dims = kernel.reduction_dims
-        outer = index_terms(kernel.reduced_shape, tuple(strides[d] for d in kept))
-        inner = index_terms(tuple(kernel.domain[d] for d in dims), tuple(strides[d] for d in dims))
+        outer = index_terms(sizes.reduced_shape, tuple(strides[d] for d in kept))
+        inner = index_terms(tuple(sizes.domain[d] for d in dims), tuple(strides[d] for d in dims))
         parts = [render_index(self.xvar, outer, self.floordiv)] if outer else []
         parts += [render_index(self.rvar, inner, self.floordiv)] if inner else []
         return " + ".join(parts) or "0"

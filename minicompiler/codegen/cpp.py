@@ -1,12 +1,19 @@
 """The C++ backend: the `ops` calls of a kernel body spelled as C++ (OpenMP loops, one
 `extern "C"` function per kernel), compiled with g++ and called through ctypes.
 
-    extern "C" void kernel_cos_cos(const float* __restrict__ in_x, float* __restrict__ out_cos_1) {
+    extern "C" void kernel_exp_exp(const float* __restrict__ in_x, float* __restrict__ out_exp_1) {
         #pragma omp parallel for simd
         for (int64_t x = 0; x < 4194304; ++x) {
             float tmp0 = in_x[x];
-            float tmp1 = std::cos(tmp0);
+            float tmp1 = std::exp(tmp0);
             ...
+
+GCC vectorizes std::exp, std::cos, ... into calls of glibc's vector math (libmvec). float32 sin
+and cos get more: inline polynomials (PRELUDE's fast_sin/fast_cos), a little faster than libmvec's
+alone, and, unlike libmvec's, still vectorized when one loop needs both sin(x) and cos(x) (GCC
+would merge those into one scalar sincosf call). They are exact only for |x| <= 125, so such a
+loop runs in blocks that check their arguments, and a block with one out of range runs again
+with std::sin/std::cos (`_blocked_loop`).
 """
 
 from __future__ import annotations
@@ -18,20 +25,25 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from minicompiler.codegen.body import BodyWriter, param_name
+from minicompiler.codegen.body import BodyWriter, input_params, param_name
 from minicompiler.codegen.common import (
     CodegenError,
     CodeWriter,
     KernelOps,
     Level,
     Value,
+    compute_dtype,
     provenance_comment,
     reduction_identity,
 )
+from minicompiler.codegen.sizes import Extent, KernelSizes
 from minicompiler.fuse.schedule import Kernel
 from minicompiler.runtime import loader
 
 PARALLEL_THRESHOLD = 32768  # fewer elements than this: one thread beats waking OpenMP's team
+FAST_TRIG = {"sin": "fast_sin", "cos": "fast_cos"}  # float32 only; see PRELUDE
+UNIT_TRIG = {"sin": "sin_of_unit", "cos": "cos_of_unit"}  # ... of arguments in [-1, 1]
+FAST_TRIG_BLOCK = 4096  # elements checked together: a block with a large argument is redone exactly
 
 PRELUDE = r"""
 // -fno-finite-math-only (for correct NaN/inf) makes GCC drop __FAST_MATH__, which glibc reads
@@ -39,6 +51,7 @@ PRELUDE = r"""
 #ifndef __FAST_MATH__
 #define __FAST_MATH__ 1
 #endif
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -61,6 +74,38 @@ template <typename T> inline T python_remainder(T a, T b) {
     T m;
     if constexpr (std::is_floating_point_v<T>) m = std::fmod(a, b); else m = a % b;
     return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m;
+}
+
+// float32 sin and cos that vectorize into a few FMAs (as SLEEF's 3.5-ulp "u35" functions do):
+// subtract the nearest multiple q of pi (for cos: the nearest odd multiple of pi/2) and take an
+// odd polynomial of the rest r, |r| <= pi/2. pi is split into three floats so that each q * part
+// is exact: r is exact for |x| <= FAST_TRIG_LIMIT. Kernels check each argument and compute a
+// block again with std::sin/std::cos where one is larger (or NaN, or inf).
+#define FAST_TRIG_LIMIT 125.0f
+inline float sin_polynomial(float r) {  // sin(r) for |r| <= pi/2, in Estrin form (short chains)
+    float s = r * r, s2 = s * s;
+    float low = std::fma(0.00833307858556509017944336f, s, -0.166666597127914428710938f);
+    float high = std::fma(2.6083159809786593541503e-06f, s, -0.0001981069071916863322258f);
+    return std::fma(s, std::fma(high, s2, low) * r, r);
+}
+inline float fast_sin(float x) {  // q nearest x / pi: sin(x) = (-1)^q sin(x - q pi)
+    float q = std::nearbyint(x * 0.318309886183790671538f);
+    float r = std::fma(q, -3.1414794921875f, x);
+    r = std::fma(q, -0.00011315941810607910156f, r);
+    r = std::fma(q, -1.9841872589410058936e-09f, r);
+    return sin_polynomial((static_cast<int>(q) & 1) ? -r : r);
+}
+inline float fast_cos(float x) {  // q odd nearest x / (pi/2): cos(x) = -(-1)^((q-1)/2) sin(x - q pi/2)
+    float q = 1.0f + 2.0f * std::nearbyint(x * 0.318309886183790671538f - 0.5f);
+    float r = std::fma(q, -1.57073974609375f, x);
+    r = std::fma(q, -5.657970905303955078e-05f, r);
+    r = std::fma(q, -9.920936294705029468e-10f, r);
+    return sin_polynomial((static_cast<int>(q) & 2) ? r : -r);
+}
+// Arguments known to lie in [-1, 1] (results of sin or cos) need no reduction at all:
+inline float sin_of_unit(float x) { return sin_polynomial(x); }
+inline float cos_of_unit(float x) {  // cos(x) = sin(pi/2 - |x|), pi/2 in two parts
+    return sin_polynomial((1.57079637050628662109375f - std::abs(x)) - 4.37113900018624283e-8f);
 }
 
 // bfloat16 is the top half of a float32: widen by shifting, narrow by rounding to nearest even.
@@ -106,6 +151,23 @@ OMP_REDUCTION = {"sum": "+", "amax": "max_propagate_nan", "amin": "min_propagate
 class CppOps(KernelOps):
     templates = TEMPLATES
     floordiv, xvar, rvar = "/", "x", "r"
+
+    def __init__(self, kernel: Kernel, dynamic: bool = False, fast_trig: bool = False) -> None:
+        super().__init__(kernel, dynamic)
+        self.fast_trig = fast_trig
+        self.in_unit_range: set[str] = set()  # values in [-1, 1]: sin and cos results
+
+    def pointwise(self, op: str, *args: Value) -> Value:
+        if self.fast_trig and op in FAST_TRIG and args[0].dtype == torch.float32:
+            x = args[0]
+            if x.text in self.in_unit_range:  # cos(cos(x)): the outer one is cheaper, and needs no check
+                result = self.assign(f"{UNIT_TRIG[op]}({x})", torch.float32)
+            else:
+                self.writer.line(f"out_of_range |= !(std::abs({x}) <= FAST_TRIG_LIMIT);")
+                result = self.assign(f"{FAST_TRIG[op]}({x})", torch.float32)
+            self.in_unit_range.add(result.text)
+            return result
+        return super().pointwise(op, *args)
 
     def type_name(self, dtype: torch.dtype) -> str:
         return COMPUTE_TYPES[dtype]
@@ -166,21 +228,21 @@ class CppOps(KernelOps):
     def sweep(self, accumulators: list[tuple[str, str]]) -> Iterator[None]:
         reductions = "".join(f" reduction({OMP_REDUCTION[op]}:{acc})" for acc, op in accumulators)
         self.writer.line(f"#pragma omp simd{reductions}")
-        size = math.prod(self.kernel.domain[d] for d in self.kernel.reduction_dims)
-        with self.loop(self.rvar, size):
+        with self.loop(self.rvar, self.sizes.row_length):
             yield
 
     @contextlib.contextmanager
-    def loop(self, var: str, size: int) -> Iterator[None]:
-        self.writer.line(f"for (int64_t {var} = 0; {var} < {size}; ++{var}) {{")
+    def loop(self, var: str, size: Extent, start: str = "0") -> Iterator[None]:
+        self.writer.line(f"for (int64_t {var} = {start}; {var} < {size}; ++{var}) {{")
         with self.writer.indent():
             yield
         self.writer.line("}")
 
 
-def kernel_source(kernel: Kernel) -> CodeWriter:
-    """The kernel's C++ function, each line with the nodes it was written for."""
-    ops = CppOps(kernel)
+def kernel_source(kernel: Kernel, dynamic: bool = False) -> CodeWriter:
+    """The kernel's C++ function, each line with the nodes it was written for. `dynamic`: sizes
+    are arguments (see `sizes.py`)."""
+    ops = CppOps(kernel, dynamic)
     w = ops.writer
     for node in kernel.nodes:
         with w.origin(node):
@@ -188,18 +250,58 @@ def kernel_source(kernel: Kernel) -> CodeWriter:
     params = [f"const {STORAGE_TYPES[b.dtype]}* __restrict__ {param_name(b.node, False)}"
               for b in kernel.inputs]
     params += [f"{STORAGE_TYPES[b.dtype]}* __restrict__ {param_name(b.node, True)}" for b in kernel.outputs]
+    params += [f"int64_t {a.param}" for a in ops.sizes.arguments(input_params(kernel))]
     w.line(f'extern "C" void {kernel.name}({", ".join(params)}) {{')
     with w.indent():
-        rows = math.prod(kernel.reduced_shape)
-        parallel = math.prod(kernel.domain) >= PARALLEL_THRESHOLD and rows > 1
-        if kernel.kind == "pointwise":
-            w.line("#pragma omp parallel for simd" if parallel else "#pragma omp simd")
-        elif parallel:
-            w.line("#pragma omp parallel for")
-        with ops.loop(ops.xvar, rows):
-            BodyWriter(kernel, ops).write()
+        parallel = _parallel_clause(ops.sizes)
+        if kernel.kind == "pointwise" and _uses_fast_trig(kernel):
+            _blocked_loop(ops, parallel)
+        else:
+            if kernel.kind == "pointwise":
+                w.line("#pragma omp simd" if parallel is None else f"#pragma omp parallel for simd{parallel}")
+            elif parallel is not None:
+                w.line(f"#pragma omp parallel for{parallel}")
+            with ops.loop(ops.xvar, ops.sizes.rows):
+                BodyWriter(kernel, ops).write()
     w.line("}")
     return w
+
+
+def _parallel_clause(sizes: KernelSizes) -> str | None:
+    """None if one thread does better than sharing the loop over rows among threads; else the
+    clauses of its `omp parallel for`: none, or an `if` when the size is known only at run time."""
+    numel = math.prod(sizes.domain)
+    if sizes.rows == 1:
+        return None
+    if isinstance(numel, int):
+        return "" if numel >= PARALLEL_THRESHOLD else None
+    return f" if(parallel: {numel} >= {PARALLEL_THRESHOLD})"
+
+
+def _uses_fast_trig(kernel: Kernel) -> bool:
+    return any(n.op in FAST_TRIG and compute_dtype(n.meta.dtype) == torch.float32 for n in kernel.nodes)
+
+
+def _blocked_loop(ops: CppOps, parallel: str | None) -> None:
+    """A pointwise loop in blocks: each block runs with fast_sin/fast_cos, checking their
+    arguments, and runs again with std::sin/std::cos if one was out of their range."""
+    w, x, numel = ops.writer, ops.xvar, ops.sizes.rows
+    if parallel is not None:
+        w.line(f"#pragma omp parallel for{parallel}")
+    w.line(f"for (int64_t block = 0; block < {numel}; block += {FAST_TRIG_BLOCK}) {{")
+    with w.indent():
+        w.line(f"const int64_t end = std::min<int64_t>(block + {FAST_TRIG_BLOCK}, {numel});")
+        w.line("int out_of_range = 0;  // an int: GCC vectorizes | reductions of ints, not of bools")
+        w.line("#pragma omp simd reduction(|:out_of_range)")
+        fast = CppOps(ops.kernel, ops.sizes.dynamic, fast_trig=True)
+        with fast.loop(x, "end", start="block"):
+            BodyWriter(ops.kernel, fast).write()
+        w.extend(fast.writer)
+        w.line("if (out_of_range) {  // this block again, exactly")
+        with w.indent(), ops.loop(x, "end", start="block"):
+            BodyWriter(ops.kernel, ops).write()
+        w.line("}")
+    w.line("}")
 
 
 def check_dtypes(kernels: list[Kernel]) -> None:
@@ -213,7 +315,7 @@ def module_source(kernel_texts: list[str]) -> str:
     return PRELUDE.lstrip() + "\n" + "\n\n".join(kernel_texts) + "\n"
 
 
-def load_kernels(source: str, kernels: list[Kernel]) -> dict[str, Callable[..., None]]:
+def load_kernels(source: str, kernels: list[Kernel], dynamic: bool) -> dict[str, Callable[..., None]]:
     """Compile (or find in the cache) and load the module; one ctypes function per kernel,
     its argument types fixed once here so each call only converts the pointers."""
     try:
@@ -223,12 +325,14 @@ def load_kernels(source: str, kernels: list[Kernel]) -> dict[str, Callable[..., 
     functions = {}
     for kernel in kernels:
         function = getattr(library, kernel.name)
-        function.argtypes = [ctypes.c_void_p] * (len(kernel.inputs) + len(kernel.outputs))
+        sizes = KernelSizes(kernel, dynamic).arguments(input_params(kernel))
+        pointers = len(kernel.inputs) + len(kernel.outputs)
+        function.argtypes = [ctypes.c_void_p] * pointers + [ctypes.c_int64] * len(sizes)
         function.restype = None
         functions[kernel.name] = function
     return functions
 
 
-def call_source(kernel: Kernel, args: list[str]) -> str:
-    """The wrapper line that launches the kernel."""
-    return f"{kernel.name}({', '.join(f'{a}.data_ptr()' for a in args)})"
+def call_source(kernel: Kernel, buffers: list[str], sizes: list[str]) -> str:
+    """The wrapper line that launches the kernel on the named buffers (and runtime sizes)."""
+    return f"{kernel.name}({', '.join([f'{b}.data_ptr()' for b in buffers] + sizes)})"

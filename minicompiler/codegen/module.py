@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 from collections.abc import Callable
@@ -12,7 +13,7 @@ import torch
 
 from minicompiler.codegen import cpp, triton
 from minicompiler.codegen.common import CodegenError, CodeWriter
-from minicompiler.codegen.wrapper import wrapper_source
+from minicompiler.codegen.wrapper import Launch, wrapper_source
 from minicompiler.fuse.schedule import Schedule
 from minicompiler.ir.graph import SourceLoc
 from minicompiler.ir.printer import OPS_NAMESPACE
@@ -42,8 +43,13 @@ class CompiledModule:
         return f"{self.module_source}\n\n# ---- wrapper ----\n{self.wrapper_source}"
 
 
-def generate(schedule: Schedule, backend: Backend = "cpp") -> CompiledModule:
-    """Generate, compile and load the code for `schedule` with the `cpp` or `triton` backend."""
+def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False) -> CompiledModule:
+    """Generate, compile and load the code for `schedule` with the `cpp` or `triton` backend.
+
+    dynamic=True: kernels take their sizes as arguments instead of having them baked in, so the
+    same kernel source (and compiled library, and JIT entry) serves every size of one pattern of
+    rank, dtypes and broadcasting (see `codegen/sizes.py`); the wrapper reads the sizes from its
+    tensors' shapes at call time."""
     if backend not in ("cpp", "triton"):
         raise CodegenError(f"unknown backend {backend!r}: use 'cpp' or 'triton'")
     devices = {n.meta.device.type for n in schedule.graph.nodes if n.meta is not None}
@@ -52,19 +58,19 @@ def generate(schedule: Schedule, backend: Backend = "cpp") -> CompiledModule:
         if devices - {"cpu"}:
             raise CodegenError(f"cpp backend runs on CPU tensors, got {sorted(devices)}: use 'triton'")
         cpp.check_dtypes(kernels)
-        writers = {k.name: cpp.kernel_source(k) for k in kernels}
+        writers = {k.name: cpp.kernel_source(k, dynamic) for k in kernels}
         module_text = cpp.module_source(["\n".join(w.lines) for w in writers.values()])
-        launchers: dict[str, Any] = cpp.load_kernels(module_text, kernels) if kernels else {}
-        launch = cpp.call_source
+        launchers: dict[str, Any] = cpp.load_kernels(module_text, kernels, dynamic) if kernels else {}
+        launch: Launch = cpp.call_source
     else:
         _check_triton_can_run(devices)
         triton.check_supported(kernels)
-        writers = {k.name: triton.kernel_source(k) for k in kernels}
+        writers = {k.name: triton.kernel_source(k, dynamic) for k in kernels}
         module_text = triton.module_source(["\n".join(w.lines) for w in writers.values()])
         module = loader.load_python_module(module_text) if kernels else None
         launchers = {k.name: getattr(module, k.name) for k in kernels}
-        launch = triton.call_source
-    wrapper_text, constants = wrapper_source(schedule, launch)
+        launch = functools.partial(triton.call_source, dynamic=dynamic)
+    wrapper_text, constants = wrapper_source(schedule, launch, dynamic)
     namespace = {"torch": torch, "ops": OPS_NAMESPACE, **launchers, **constants}
     return CompiledModule(
         backend=backend,

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 
 import torch
 
-from minicompiler.codegen.body import BodyWriter, param_name
+from minicompiler.codegen.body import BodyWriter, input_params, param_name
 from minicompiler.codegen.common import (
     CodegenError,
     CodeWriter,
@@ -32,6 +32,7 @@ from minicompiler.codegen.common import (
     provenance_comment,
     reduction_identity,
 )
+from minicompiler.codegen.sizes import KernelSizes, Symbol
 from minicompiler.fuse.schedule import Kernel
 
 MAX_RBLOCK = 4096  # longer rows are swept in chunks
@@ -147,13 +148,19 @@ def _next_power_of_2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-def launch_config(kernel: Kernel) -> dict[str, int]:
-    """Block sizes and warps, fixed at generate time: part of the launch line."""
+def launch_config(kernel: Kernel, dynamic: bool = False) -> dict[str, int]:
+    """Block sizes and warps, fixed at generate time: part of the launch line. Blocks shrink to
+    fit small sizes, but not sizes a dynamic kernel takes at run time, which may be anything
+    (RBLOCK still fits this graph's row length: one JIT entry per power of two it rounds to)."""
+    sizes = KernelSizes(kernel, dynamic)
     if kernel.kind == "pointwise":
-        block = min(POINTWISE_BLOCK, max(16, _next_power_of_2(math.prod(kernel.domain))))
-        return {"BLOCK": block, "num_warps": 4}
+        numel = math.prod(sizes.domain)
+        fit = POINTWISE_BLOCK if isinstance(numel, Symbol) else max(16, _next_power_of_2(numel))
+        return {"BLOCK": min(POINTWISE_BLOCK, fit), "num_warps": 4}
     rblock = min(MAX_RBLOCK, _next_power_of_2(math.prod(kernel.domain[d] for d in kernel.reduction_dims)))
-    xblock = min(_next_power_of_2(math.prod(kernel.reduced_shape)), max(1, 1024 // rblock))
+    xblock = max(1, 1024 // rblock)
+    if isinstance(sizes.rows, int):
+        xblock = min(_next_power_of_2(sizes.rows), xblock)
     return {"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": 8 if xblock * rblock >= 2048 else 4}
 
 
@@ -230,7 +237,7 @@ class TritonOps(KernelOps):
 
     @contextlib.contextmanager
     def sweep(self, accumulators: list[tuple[str, str]]) -> Iterator[None]:
-        size = math.prod(self.kernel.domain[d] for d in self.kernel.reduction_dims)
+        size = self.sizes.row_length
         w = self.writer
         w.line(f"for roffset in range(0, {size}, RBLOCK):")
         with w.indent():
@@ -239,30 +246,36 @@ class TritonOps(KernelOps):
             yield
 
 
-def _needs_int64(kernel: Kernel) -> bool:
-    """Could an index pass 2**31 - 1? (int32 index math is cheaper, so only then int64.)"""
+def _needs_int64(kernel: Kernel, dynamic: bool) -> bool:
+    """Could an index pass 2**31 - 1? (int32 index math is cheaper, so only then int64; a
+    dynamic kernel cannot know, so it always uses int64.)"""
+    if dynamic:
+        return True
     extents = [math.prod(kernel.domain)]
     for buffer in kernel.inputs + kernel.outputs:
         extents.append(sum((s - 1) * st for s, st in zip(buffer.shape, buffer.strides, strict=True)) + 1)
     return max(extents) >= 2**31
 
 
-def kernel_source(kernel: Kernel) -> CodeWriter:
-    """The kernel's @triton.jit function, each line with the nodes it was written for."""
-    ops = TritonOps(kernel)
+def kernel_source(kernel: Kernel, dynamic: bool = False) -> CodeWriter:
+    """The kernel's @triton.jit function, each line with the nodes it was written for. `dynamic`:
+    sizes are arguments (see `sizes.py`), not specialized on by the JIT."""
+    ops = TritonOps(kernel, dynamic)
     w = ops.writer
     for node in kernel.nodes:
         with w.origin(node):
             w.line(f"# {provenance_comment(node)}")
     params = [param_name(b.node, False) for b in kernel.inputs]
     params += [param_name(b.node, True) for b in kernel.outputs]
-    config = launch_config(kernel)
-    params += [f"{name}: tl.constexpr" for name in config if name != "num_warps"]
-    program = "tl.program_id(0).to(tl.int64)" if _needs_int64(kernel) else "tl.program_id(0)"
-    w.line("@triton.jit")
+    sizes = [a.param for a in ops.sizes.arguments(input_params(kernel))]
+    config = launch_config(kernel, dynamic)
+    params += sizes + [f"{name}: tl.constexpr" for name in config if name != "num_warps"]
+    program = "tl.program_id(0).to(tl.int64)" if _needs_int64(kernel, dynamic) else "tl.program_id(0)"
+    # Triton compiles a variant per integer argument that is 1 or a multiple of 16: not for sizes
+    w.line(f"@triton.jit(do_not_specialize={sizes})" if sizes else "@triton.jit")
     w.line(f"def {kernel.name}({', '.join(params)}):")
     with w.indent():
-        rows = math.prod(kernel.reduced_shape)
+        rows = ops.sizes.rows
         if kernel.kind == "pointwise":
             w.line(f"xindex = {program} * BLOCK + tl.arange(0, BLOCK)")
             w.line(f"xmask = xindex < {rows}")
@@ -274,13 +287,15 @@ def kernel_source(kernel: Kernel) -> CodeWriter:
     return w
 
 
-def call_source(kernel: Kernel, args: list[str]) -> str:
-    """The wrapper line that launches the kernel: its grid and block sizes are constants."""
-    config = launch_config(kernel)
+def call_source(kernel: Kernel, buffers: list[str], sizes: list[str], dynamic: bool = False) -> str:
+    """The wrapper line that launches the kernel: its grid is a number, or, for a dynamic kernel,
+    computed from the size variables the wrapper bound (size0, ...)."""
+    config = launch_config(kernel, dynamic)
     block = config["BLOCK"] if kernel.kind == "pointwise" else config["XBLOCK"]
-    grid = -(-math.prod(kernel.reduced_shape) // block)
+    rows = KernelSizes(kernel, dynamic).rows
+    grid = f"({rows} + {block - 1}) // {block}" if dynamic else str(-(-rows // block))
     options = ", ".join(f"{k}={v}" for k, v in config.items())
-    return f"{kernel.name}[({grid},)]({', '.join(args + [options])})"
+    return f"{kernel.name}[({grid},)]({', '.join(buffers + sizes + [options])})"
 
 
 def check_supported(kernels: list[Kernel]) -> None:

@@ -8,6 +8,12 @@
         kernel_add_maximum(matmul.data_ptr(), b.data_ptr(), maximum.data_ptr())
         return maximum
 
+With dynamic=True the kernels take their sizes as arguments, read from the tensors:
+
+        size0, size1 = matmul.shape[0], matmul.shape[1]
+        maximum = torch.empty((size0, size1), dtype=torch.float32)
+        kernel_add_maximum(matmul.data_ptr(), b.data_ptr(), maximum.data_ptr(), size0, size1)
+
 Each buffer is a local variable named after its node. The text is compiled and run as is,
 so what a learner reads is exactly what runs.
 """
@@ -20,7 +26,9 @@ from typing import Any
 
 import torch
 
+from minicompiler.codegen.body import input_params
 from minicompiler.codegen.common import provenance_comment
+from minicompiler.codegen.sizes import KernelSizes
 from minicompiler.fuse.schedule import ExternCall, Kernel, Schedule
 from minicompiler.ir.graph import Node
 from minicompiler.ir.printer import format_value
@@ -40,7 +48,7 @@ class _Writer:
         taken = set(RESERVED) | {k.name for k in schedule.kernels}
         for node in schedule.buffers:
             name = node.name
-            while name in taken or name.startswith(("const_", "kernel_")):
+            while name in taken or name.startswith(("const_", "kernel_", "size")):
                 name += "_"
             taken.add(name)
             self.names[node] = name
@@ -70,11 +78,13 @@ class _Writer:
         return ", ".join([self.format(a) for a in args] + keywords)
 
 
-def wrapper_source(
-    schedule: Schedule, launch: Callable[[Kernel, list[str]], str]
-) -> tuple[str, dict[str, Any]]:
-    """The wrapper's text, and the constants its namespace must bind. `launch(kernel, args)`
-    is the backend's line that runs a kernel on the named buffers."""
+Launch = Callable[[Kernel, list[str], list[str]], str]  # (kernel, buffers, sizes) -> the line that runs it
+
+
+def wrapper_source(schedule: Schedule, launch: Launch, dynamic: bool = False) -> tuple[str, dict[str, Any]]:
+    """The wrapper's text, and the constants its namespace must bind. `launch(kernel, buffers,
+    sizes)` is the backend's line that runs a kernel on the named buffers and runtime sizes.
+    `dynamic`: kernels take their sizes as arguments, read from the tensors at call time."""
     w = _Writer(schedule)
     lines = ["def call(inputs):"]
     if schedule.graph.inputs:
@@ -82,7 +92,7 @@ def wrapper_source(
         lines.append(f"    {unpacked}{',' if len(schedule.graph.inputs) == 1 else ''} = inputs")
     for step in schedule.steps:
         if isinstance(step, Kernel):
-            lines += _kernel_lines(step, w, launch)
+            lines += _kernel_lines(step, w, launch, dynamic)
             continue
         node = step.node
         lines.append(f"    # {provenance_comment(node)}")
@@ -97,12 +107,21 @@ def wrapper_source(
     return "\n".join(lines) + "\n", w.constants
 
 
-def _kernel_lines(kernel: Kernel, w: _Writer, launch: Callable[[Kernel, list[str]], str]) -> list[str]:
+def _kernel_lines(kernel: Kernel, w: _Writer, launch: Launch, dynamic: bool) -> list[str]:
+    sizes = KernelSizes(kernel, dynamic)
+    arguments = sizes.arguments(input_params(kernel))
+    read = [a for a in arguments if a.attribute == "shape"]
     lines = []
+    if read:  # size0, size1 = x.shape[0], x.shape[1]
+        sources = [a.source(None if a.buffer is None else w.names[a.buffer]) for a in read]
+        lines.append(f"    {', '.join(a.param for a in read)} = {', '.join(sources)}")
     for buffer in kernel.outputs:
         device = "" if buffer.node.meta.device.type == "cpu" else f", device={str(buffer.node.meta.device)!r}"
-        lines.append(f"    {w.names[buffer.node]} = torch.empty({format_value(buffer.shape)}, "
-                     f"dtype={format_value(buffer.dtype)}{device})")
+        shape = [str(size) for size in sizes.of_shape(buffer.shape)]  # numbers, or size0, ...
+        shape_text = f"({shape[0]},)" if len(shape) == 1 else f"({', '.join(shape)})"
+        dtype = format_value(buffer.dtype)
+        lines.append(f"    {w.names[buffer.node]} = torch.empty({shape_text}, dtype={dtype}{device})")
     if any(math.prod(b.shape) > 0 for b in kernel.outputs):  # nothing to compute into empty outputs
-        lines.append(f"    {launch(kernel, [w.names[b.node] for b in kernel.inputs + kernel.outputs])}")
+        size_args = [a.param if a.attribute == "shape" else a.source(w.names[a.buffer]) for a in arguments]
+        lines.append(f"    {launch(kernel, [w.names[b.node] for b in kernel.inputs + kernel.outputs], size_args)}")
     return lines

@@ -194,6 +194,19 @@ def _to_fake(value: Any) -> Any:
     return value.meta.fake() if isinstance(value, Node) else value
 
 
+def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """torch.broadcast_shapes, without its first-use import of sympy (half a second)."""
+    ndim = max(map(len, shapes), default=0)
+    result = [1] * ndim
+    for shape in shapes:
+        for d, size in enumerate(shape, ndim - len(shape)):
+            if size != 1:
+                if result[d] not in (1, size):
+                    raise RuntimeError(f"shapes {shapes} do not broadcast")
+                result[d] = size
+    return tuple(result)
+
+
 def _run_on_one_element(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor:
     """Pointwise and reduction ops: their dtype comes from running torch's kernel on one-element
     CPU tensors of the same dtypes and ranks (which follows torch's type promotion exactly), and
@@ -213,7 +226,7 @@ def _run_on_one_element(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     dtype = OPS[op].impl(*map_structure(tiny, args), **map_structure(tiny, kwargs)).dtype
     tensors = [a.meta.shape for a in flatten(args) if isinstance(a, Node)]
     if OPS[op].kind == "pointwise":
-        shape = torch.broadcast_shapes(*tensors)
+        shape = _broadcast(tensors)
     else:
         x, dims = args[0].meta.shape, args[1] if len(args) > 1 else kwargs.get("dims", ())
         keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)

@@ -50,10 +50,11 @@ def build(fn, *examples: torch.Tensor) -> Graph:
     return g
 
 
-def compare(graph: Graph, inputs: list, backend: str, tolerance: float | None = None) -> CompiledModule:
+def compare(graph: Graph, inputs: list, backend: str, tolerance: float | None = None,
+            dynamic: bool = False) -> CompiledModule:
     """Generate `graph` with `backend`, run it on `inputs`; assert it matches run_graph."""
     verify(graph, primitive_only=True)
-    module = generate(fuse(graph), backend)
+    module = generate(fuse(graph), backend, dynamic=dynamic)
     got, expected = module(list(inputs)), run_graph(graph, *inputs)
     got_leaves, expected_leaves = list(flatten(got)), list(flatten(expected))
     assert len(got_leaves) == len(expected_leaves)
@@ -69,9 +70,10 @@ def compare(graph: Graph, inputs: list, backend: str, tolerance: float | None = 
 
 @pytest.fixture
 def check():
-    """check(fn, *inputs, backend=..., tolerance=None): build, compile, compare; returns the module."""
+    """check(fn, *inputs, backend=..., tolerance=None, dynamic=False): build, compile, compare;
+    returns the module."""
 
-    def run(fn, *inputs, backend, tolerance=None):
-        return compare(build(fn, *inputs), list(inputs), backend, tolerance)
+    def run(fn, *inputs, backend, tolerance=None, dynamic=False):
+        return compare(build(fn, *inputs), list(inputs), backend, tolerance, dynamic)
 
     return run
