@@ -135,8 +135,31 @@ RANDOM_FUNCTIONS = frozenset({
 })
 
 
+# Convolutions: torch's own gradient functions for the input and the weight, so the backward does
+# not run the forward convolution again (as the general torch_call rule below would).
+CONV_GRADIENTS = {
+    torch.conv1d: (torch.nn.grad.conv1d_input, torch.nn.grad.conv1d_weight),
+    torch.conv2d: (torch.nn.grad.conv2d_input, torch.nn.grad.conv2d_weight),
+    torch.conv3d: (torch.nn.grad.conv3d_input, torch.nn.grad.conv3d_weight),
+}
+
+
+def vjp_convolution(ops: GraphOps, g: Node, fn: Any, x: Node, w: Node, b: Any = None, stride: Any = 1,
+                    padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Grads:
+    grad_input, grad_weight = CONV_GRADIENTS[fn]
+    settings = (stride, padding, dilation, groups)
+    return (
+        None,  # fn
+        ops.torch_call(grad_input, x.meta.shape, w, g, *settings),
+        ops.torch_call(grad_weight, x, w.meta.shape, g, *settings),
+        ops.sum(g, tuple(d for d in range(g.meta.ndim) if d != 1), False) if isinstance(b, Node) else None,
+    )
+
+
 @vjp("torch_call")  # an op the compiler does not know: torch autograd differentiates it in the backward
 def vjp_torch_call(ops: GraphOps, g: Node, y: Node, fn: Any, *args: Any, **kwargs: Any) -> Grads:
+    if fn in CONV_GRADIENTS and not kwargs and not isinstance(args[4] if len(args) > 4 else 0, str):
+        return vjp_convolution(ops, g, fn, *args)
     if fn in RANDOM_FUNCTIONS:
         raise NotDifferentiable("torch_call", f"{fn.__name__} is random, and its backward would draw again")
     grads = [

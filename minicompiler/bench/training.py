@@ -33,6 +33,7 @@ def compilers() -> dict[str, Callable[[nn.Module], Callable]]:
     return {
         "eager": lambda m: m,
         "minicompiler": lambda m: minicompiler.compile(m),
+        "minicompiler reduce-overhead": lambda m: minicompiler.compile(m, mode="reduce-overhead"),
         "torch.compile default": lambda m: torch.compile(m),
         "torch.compile reduce-overhead": lambda m: torch.compile(m, mode="reduce-overhead"),
     }

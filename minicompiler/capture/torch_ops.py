@@ -322,6 +322,8 @@ def batch_norm(g: Graph, x: Node, running_mean: Node | None, running_var: Node |
     if n <= 1 and running_var is not None:
         raise Unsupported("batch_norm in training mode needs more than one value per channel")
     updates = {}
+    # Running statistics are bookkeeping, not part of what a loss depends on: no gradient flows.
+    mean, var = g.call("detach", mean), g.call("detach", var)
     if running_mean is not None:  # (1 - momentum) * running + momentum * batch statistic
         updates[running_mean] = g.call("lerp", running_mean, mean, momentum)
     if running_var is not None:  # the running variance is the unbiased one

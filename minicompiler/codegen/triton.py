@@ -37,6 +37,7 @@ from minicompiler.fuse.schedule import Kernel
 
 MAX_RBLOCK = 4096  # longer rows are swept in chunks
 POINTWISE_BLOCK = 1024
+POINTWISE_WARPS = 4
 
 # Math the interpreter (TRITON_INTERPRET=1) cannot take from libdevice, written with core
 # tl ops so one source runs on the GPU and on the CPU alike.
@@ -156,7 +157,7 @@ def launch_config(kernel: Kernel, dynamic: bool = False) -> dict[str, int]:
     if kernel.kind == "pointwise":
         numel = math.prod(sizes.domain)
         fit = POINTWISE_BLOCK if isinstance(numel, Symbol) else max(16, _next_power_of_2(numel))
-        return {"BLOCK": min(POINTWISE_BLOCK, fit), "num_warps": 4}
+        return {"BLOCK": min(POINTWISE_BLOCK, fit), "num_warps": POINTWISE_WARPS}
     rblock = min(MAX_RBLOCK, _next_power_of_2(math.prod(kernel.domain[d] for d in kernel.reduction_dims)))
     xblock = max(1, 1024 // rblock)
     if isinstance(sizes.rows, int):

@@ -131,6 +131,8 @@ SAMPLES: dict[str, list[Sample]] = {
     "torch_call": [  # any torch function: its backward asks torch autograd
         lambda: (torch.nn.functional.softplus, randn(3, 4)),
         lambda: (torch.nn.functional.embedding, torch.randint(0, 6, (2, 3)), randn(6, 4)),
+        lambda: (torch.conv2d, randn(2, 3, 6, 6), randn(4, 3, 3, 3), randn(4), 1, 1),  # its own rule
+        lambda: (torch.conv1d, randn(2, 4, 9), randn(6, 2, 3), None, 2, 0, 1, 2),  # groups=2, stride 2
     ],
 }
 
