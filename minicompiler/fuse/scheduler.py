@@ -108,6 +108,8 @@ class _Scheduler:
             producer = [p for p in producers if self.owner[p] is kernel][-1]
             decision = can_fuse(kernel, producer, node)
             late = self._computed_after(kernel, node)
+            if decision.fused and late is not None and self._hoist_inputs(kernel, node):
+                late = None  # what it read later now runs before the kernel
             if decision.fused and late is not None:
                 reason = f"reads {late.name}, computed after {_step_name(kernel)}"
                 decision = FusionDecision(producer, node, False, reason)
@@ -161,6 +163,27 @@ class _Scheduler:
                 return inp
         return None
 
+    def _hoist_inputs(self, kernel: Kernel, node: Node) -> bool:
+        """Move the steps making `node`'s inputs that run after `kernel` to just before it, so
+        `node` can join it: e.g. `rsqrt(var)` per channel, or a reshape of a weight, that happened
+        to be scheduled after the kernel computing `x - mean`. Only steps that do not need the
+        kernel (directly or through other late steps) can move; True if all could."""
+        position = self.steps.index(kernel)
+        late = {id(s): s for i in node.inputs() if (s := self.owner.get(i)) is not None
+                and s is not kernel and self.steps.index(s) > position}
+        return all(self._hoist(step, kernel) for step in late.values())
+
+    def _hoist(self, step: Step, kernel: Kernel) -> bool:
+        for inp in _step_inputs(step):
+            owner = self.owner.get(inp)
+            if owner is None or owner is step or self.steps.index(owner) < self.steps.index(kernel):
+                continue
+            if owner is kernel or not self._hoist(owner, kernel):
+                return False
+        self.steps.remove(step)
+        self.steps.insert(self.steps.index(kernel), step)
+        return True
+
     def _try_merge(self, earlier: Kernel, later: Kernel, node: Node) -> None:
         """Move `earlier`'s nodes into `later` if the result is one valid loop nest and no step
         in between needs `earlier`'s values."""
@@ -196,6 +219,11 @@ class _Scheduler:
             kernel.name = _kernel_name(kernel, used)
         buffers = plan_buffers(self.graph, self.steps)
         return Schedule(self.graph, self.steps, buffers, self.decisions)
+
+
+def _step_inputs(step: Step) -> list[Node]:
+    nodes = step.nodes if isinstance(step, Kernel) else [step.node]
+    return [i for n in nodes for i in n.inputs()]
 
 
 def _step_name(step: Step | None) -> str:

@@ -189,3 +189,24 @@ def test_fuse_leaves_the_graph_alone_and_prints_its_decisions():
     assert "kernel_amax_sub_exp_sum_div: reduction over [4, 5] reducing dims (1,)" in text
     assert "amax -> sub: fused: one value per row" not in text  # sub is an element value
     assert "amax -> sub: fused: same iteration space [4, 5]" in text
+
+
+def test_a_per_channel_value_scheduled_late_moves_before_the_kernel_that_needs_it():
+    """BatchNorm's backward recomputes (x - mean) * rsqrt(var + eps) * weight: the per-channel
+    rsqrt and the weight's reshape come after the kernel holding x - mean; they move before it,
+    and the whole element-wise chain is one kernel, whose results still match the interpreter."""
+    from minicompiler.codegen import generate
+    from minicompiler.ir import run_graph
+
+    g = Graph()
+    x, mean, var, weight = placeholders(g, (4, 8, 5, 5), (8,), (8,), (8,))
+    per_channel = (1, 8, 1, 1)
+    centred = g.call("sub", x, g.call("reshape", mean, per_channel))
+    scale = g.call("rsqrt", g.call("add", g.call("reshape", var, per_channel), 1e-5))
+    y = g.call("mul", g.call("mul", centred, scale), g.call("reshape", weight, per_channel))
+    g.output(g.call("maximum", y, 0.0))
+    schedule = fuse(g)
+    big = [k for k in schedule.kernels if k.domain == (4, 8, 5, 5)]
+    assert len(big) == 1 and [n.op for n in big[0].nodes] == ["sub", "mul", "mul", "maximum"]
+    inputs = [torch.randn(4, 8, 5, 5), torch.randn(8), torch.rand(8), torch.randn(8)]
+    torch.testing.assert_close(generate(schedule, "cpp")(inputs), run_graph(g, *inputs))
