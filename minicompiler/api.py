@@ -95,6 +95,9 @@ class CompiledFunction:
         self.reports: list[CompileReport] = []  # one per compilation, oldest first
         self.dynamic_dims: dict[str, set[int]] = {}  # input source path -> dims seen changing (dynamic=None)
         self._warned_cache_limit = False
+        # Set when a call could not be captured at all (not even up to a resumable graph break):
+        # like TorchDynamo's skipped frames, later calls then run eagerly without trying again.
+        self.runs_eagerly: str | None = None
         functools.update_wrapper(self, fn, updated=())
 
     @property
@@ -103,6 +106,8 @@ class CompiledFunction:
         return self.reports[-1] if self.reports else None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.runs_eagerly is not None:
+            return self.fn(*args, **kwargs)
         entry = _first_passing(self.cache, args, kwargs)
         if entry is not None:
             entry, report = self._for_sizes(entry, args, kwargs)
@@ -240,6 +245,7 @@ class CompiledFunction:
             if self.fullgraph:
                 raise GraphBreakError(f"fullgraph=True but the graph breaks at {error}") from error
             report.eager_fallback = str(error)
+            self.runs_eagerly = report.eager_fallback
             return None
         return self._compile_captured(captured, report, args, kwargs, start)
 

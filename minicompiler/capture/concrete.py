@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from minicompiler.capture.opcodes_values import COMPARE_SHIFT, COMPARE_TO_BOOL
 from minicompiler.capture.resume import REAL_NULL, ResumePoint
 
 PY313 = sys.version_info >= (3, 13)
@@ -104,6 +105,17 @@ def _jump_if(when: bool) -> Callable[[ResumePoint, dis.Instruction, RealFrame], 
     return jump
 
 
+_COMPARISONS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt,
+                ">=": operator.ge}
+
+
+def _COMPARE_OP(point: ResumePoint, inst: dis.Instruction, frame: RealFrame) -> None:
+    # 3.13 breaks here, not at the jump: its COMPARE_OP also turns the result into a bool
+    b, a = frame.stack.pop(), frame.stack.pop()
+    result = _COMPARISONS[dis.cmp_op[inst.arg >> COMPARE_SHIFT]](a, b)
+    frame.stack.append(bool(result) if COMPARE_TO_BOOL and inst.arg & 16 else result)
+
+
 def _UNARY_NOT(point: ResumePoint, inst: dis.Instruction, frame: RealFrame) -> None:
     frame.stack.append(not frame.stack.pop())
 
@@ -138,6 +150,7 @@ RUNNABLE: dict[str, Callable[[ResumePoint, dis.Instruction, RealFrame], None]] =
     "POP_JUMP_FORWARD_IF_FALSE": _jump_if(False),
     "POP_JUMP_BACKWARD_IF_TRUE": _jump_if(True),
     "POP_JUMP_BACKWARD_IF_FALSE": _jump_if(False),
+    "COMPARE_OP": _COMPARE_OP,
     "UNARY_NOT": _UNARY_NOT,
     "TO_BOOL": _TO_BOOL,
     "STORE_ATTR": _STORE_ATTR,

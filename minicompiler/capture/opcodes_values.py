@@ -29,7 +29,8 @@ from minicompiler.capture.variables import (
 
 # COMPARE_OP's argument holds the comparison in its high bits: 3.12 shifts by 4, 3.13 by 5
 # (3.13 uses bit 4 for "convert the result to bool").
-_COMPARE_SHIFT = 5 if PY313 else 4 if PY312 else 0
+COMPARE_SHIFT = 5 if PY313 else 4 if PY312 else 0
+COMPARE_TO_BOOL = PY313
 _CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}  # f"{x!s}", f"{x!r}", f"{x!a}"
 _INTRINSIC_UNARY_POSITIVE, _INTRINSIC_LIST_TO_TUPLE = 5, 6
 
@@ -44,8 +45,8 @@ class ValueOpcodes(Frame):
     def COMPARE_OP(self, inst: dis.Instruction) -> None:
         b = self.pop()
         a = self.pop()
-        result = compare_op(self, dis.cmp_op[inst.arg >> _COMPARE_SHIFT], a, b)
-        if PY313 and inst.arg & 16:  # the comparison feeds a jump: make it a bool now
+        result = compare_op(self, dis.cmp_op[inst.arg >> COMPARE_SHIFT], a, b)
+        if COMPARE_TO_BOOL and inst.arg & 16:  # the comparison feeds a jump: make it a bool now
             result = ConstantVariable(result.truth())
         self.push(result)
 
