@@ -58,8 +58,12 @@ class CompiledGraph:
     _inference: Runner | None = None
     _training: Runner | None = None
 
+    def __post_init__(self) -> None:
+        # where autocast could be on for this graph (checked on every call, so computed once)
+        self.device_types = {p.meta.device.type for p in self.graph.inputs if p.meta is not None} or {"cpu"}
+
     def run(self, inputs: list[torch.Tensor]) -> Any:
-        if _autocast_active(self.graph):
+        if any(torch.is_autocast_enabled(device) for device in self.device_types):
             # Kernels are generated for the dtypes seen at capture; autocast picks dtypes per op at
             # run time. Run the captured graph op by op instead, which autocast treats as in eager.
             self.report.fallback = AUTOCAST_FALLBACK
@@ -134,11 +138,6 @@ class CompiledGraph:
 
 
 AUTOCAST_FALLBACK = "called inside a torch.autocast region: ran the captured graph with torch ops"
-
-
-def _autocast_active(graph: Graph) -> bool:
-    devices = {p.meta.device.type for p in graph.inputs if p.meta is not None} or {"cpu"}
-    return any(torch.is_autocast_enabled(device) for device in devices)
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
