@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal
 
 import torch
 
-from minicompiler.codegen.sizes import KernelSizes, index_terms, render_index
+from minicompiler.codegen.sizes import Extent, KernelSizes, index_terms, render_index
 from minicompiler.fuse.schedule import Kernel
 from minicompiler.ir.graph import Node, TensorMeta
 from minicompiler.ir.printer import format_value
@@ -162,10 +162,15 @@ class KernelOps(abc.ABC):
             return render_index(self.xvar, index_terms(sizes.reduced_shape, strides), self.floordiv)
         dims = kernel.reduction_dims
         outer = index_terms(sizes.reduced_shape, tuple(strides[d] for d in kept))
-        inner = index_terms(tuple(sizes.domain[d] for d in dims), tuple(strides[d] for d in dims))
+        inner = self.reduced_index(tuple(sizes.domain[d] for d in dims), tuple(strides[d] for d in dims))
         parts = [render_index(self.xvar, outer, self.floordiv)] if outer else []
-        parts += [render_index(self.rvar, inner, self.floordiv)] if inner else []
+        parts += [inner] if inner else []
         return " + ".join(parts) or "0"
+
+    def reduced_index(self, sizes: tuple[Extent, ...], strides: tuple[Extent, ...]) -> str | None:
+        """The offset along the reduced dims, at the sweep's position (None: it does not move)."""
+        terms = index_terms(sizes, strides)
+        return render_index(self.rvar, terms, self.floordiv) if terms else None
 
     # -- what each backend spells ----------------------------------------------------------
     @abc.abstractmethod

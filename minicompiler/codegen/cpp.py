@@ -36,7 +36,7 @@ from minicompiler.codegen.common import (
     provenance_comment,
     reduction_identity,
 )
-from minicompiler.codegen.sizes import Extent, KernelSizes
+from minicompiler.codegen.sizes import Extent, KernelSizes, index_terms, render_index
 from minicompiler.fuse.schedule import Kernel
 from minicompiler.runtime import loader
 
@@ -227,9 +227,39 @@ class CppOps(KernelOps):
     @contextlib.contextmanager
     def sweep(self, accumulators: list[tuple[str, str]]) -> Iterator[None]:
         reductions = "".join(f" reduction({OMP_REDUCTION[op]}:{acc})" for acc, op in accumulators)
-        self.writer.line(f"#pragma omp simd{reductions}")
-        with self.loop(self.rvar, self.sizes.row_length):
-            yield
+        outer, inner = self._split_reduced_dims()
+        if not outer:
+            self.writer.line(f"#pragma omp simd{reductions}")
+            with self.loop(self.rvar, self.sizes.row_length):
+                yield
+            return
+        # Reduced dims that are not next to each other (BatchNorm's N and H, W): one loop over
+        # the outer ones, an inner vectorized loop over the last run of neighbours, so indices are
+        # `ro * stride + ri` instead of one flat index taken apart with / and % per element.
+        with self.loop("ro", math.prod(self.sizes.domain[d] for d in outer)):
+            self.writer.line(f"#pragma omp simd{reductions}")
+            with self.loop("ri", math.prod(self.sizes.domain[d] for d in inner)):
+                yield
+
+    def reduced_index(self, sizes: tuple[Extent, ...], strides: tuple[Extent, ...]) -> str | None:
+        outer, inner = self._split_reduced_dims()
+        if not outer:
+            return super().reduced_index(sizes, strides)
+        at = {d: i for i, d in enumerate(self.kernel.reduction_dims)}  # dim -> its place in `sizes`
+        parts = []
+        for var, dims in (("ro", outer), ("ri", inner)):
+            terms = index_terms(tuple(sizes[at[d]] for d in dims), tuple(strides[at[d]] for d in dims))
+            if terms:
+                parts.append(render_index(var, terms, self.floordiv))
+        return " + ".join(parts) or None
+
+    def _split_reduced_dims(self) -> tuple[list[int], list[int]]:
+        """(outer, inner) reduced dims longer than 1: inner is the last run of neighbouring dims."""
+        reduced = [d for d in self.kernel.reduction_dims if self.kernel.domain[d] != 1]
+        split = len(reduced) - 1
+        while split > 0 and reduced[split - 1] == reduced[split] - 1:
+            split -= 1
+        return reduced[:split], reduced[split:]
 
     @contextlib.contextmanager
     def loop(self, var: str, size: Extent, start: str = "0") -> Iterator[None]:

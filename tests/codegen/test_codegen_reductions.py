@@ -10,6 +10,7 @@ CASES = [  # (shape, dims, keepdim)
     ((5, 37), (1,), True),
     ((5, 37), (0,), False),  # leading dim: rows are strided
     ((4, 3, 6), (0, 2), True),  # two dims, not adjacent
+    ((4, 3, 5, 6), (0, 2, 3), True),  # BatchNorm's statistics: N, then the run H, W
     ((4, 3, 6), (), False),  # () means every dim: a 0-d result
     ((), (), False),
     ((1,), (0,), True),
@@ -27,6 +28,19 @@ def test_reduction(op, shape, dims, keepdim, backend, check):
     if op != "sum" and x.numel() > 3:
         x.view(-1)[2] = math.nan  # amax/amin propagate NaN
     check(lambda g, x: g.call(op, g.call("cos", x), dims, keepdim), x, backend=backend, tolerance=1e-4)
+
+
+def test_batch_norm_statistics_of_a_channels_last_input(backend, check):
+    """Reduced dims split into an outer and an inner loop: every buffer's index must follow it,
+    whatever its layout (here channels-last, so H, W are not contiguous in memory)."""
+    x = torch.randn(4, 5, 6, 3).permute(0, 3, 1, 2)  # logical (4, 3, 5, 6), channels last in memory
+    w = torch.randn(1, 3, 1, 1)
+
+    def fn(g, x, w):
+        centred = g.call("sub", x, g.call("sum", x, (0, 2, 3), True))
+        return g.call("mul", centred, w), g.call("sum", g.call("mul", centred, centred), (0, 2, 3), False)
+
+    check(fn, x, w, backend=backend, tolerance=1e-4)
 
 
 def test_reduction_of_a_transposed_input(backend, check):
