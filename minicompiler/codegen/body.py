@@ -111,7 +111,7 @@ def plan_sweeps(kernel: Kernel, stored: set[Node]) -> tuple[list[list[Node]], li
                 needed.add(node)
                 pending += node.inputs()
         sweep.nodes = [n for n in kernel.nodes if n in needed]
-    row_values = [n for n in kernel.nodes if OPS[n.op].kind == "pointwise" and kernel.is_row_value(n)]
+    row_values = [n for n in kernel.nodes if OPS[n.op].kind != "reduction" and kernel.is_row_value(n)]
     stages = [[n for n in row_values if ready[n] == k] for k in range(count + 1)]
     return stages, sweeps
 
@@ -160,7 +160,10 @@ class BodyWriter:
 
     def compute(self, node: Node, level: Level, scope: dict[Any, Value], store: bool = True) -> None:
         with self.ops.writer.origin(node):
-            scope[node] = self.rounded(node, self.pointwise(node, level, scope))
+            if OPS[node.op].kind == "view":  # a view in a kernel renames a value (fuse/rules.py)
+                scope[node] = self.operand(node.args[0], compute_dtype(node.meta.dtype), scope, level)
+            else:
+                scope[node] = self.rounded(node, self.pointwise(node, level, scope))
             if store:
                 self.store_if_needed(node, scope[node], level)
 

@@ -22,11 +22,11 @@ import torch
 from minicompiler.codegen.sizes import Extent, KernelSizes, index_terms, render_index
 from minicompiler.fuse.schedule import Kernel
 from minicompiler.ir.graph import Node, TensorMeta
+from minicompiler.ir.ops import COMPARISONS
 from minicompiler.ir.printer import format_value
 
 Level = Literal["element", "row"]  # per element of the domain, or once per row of a reduction
 LOW_PRECISION = (torch.float16, torch.bfloat16)
-COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})
 LOGICAL = frozenset({"logical_and", "logical_or", "logical_not"})
 
 

@@ -8,15 +8,23 @@ The rules, in the words of the loop nest a kernel becomes:
     other reductions (a pointwise kernel becomes a reduction kernel);
   - an element value may read a row value only where that value broadcasts along the
     reduced dims (a keepdim=True reduction does; keepdim=False over trailing dims does not);
-  - views and extern calls never join: an extern is run by torch, a view is a new shape over
-    a stored buffer.
+  - a view joins only where it renames a value of the kernel without moving it: detach, a
+    row value reshaped between the kernel's two row shapes ([C] <-> [1, C, 1, 1]), or a row
+    value expanded over the domain (every element of the row reads it). In the loop nest it
+    is the same register, so the ops around it stay fusable; any other view is a new shape
+    over a stored buffer;
+  - a comparison of a value recomputed in a reduction kernel with a reduction over that
+    value (`x == amax(x)`, x computed) does not join: each sweep recomputes the value, and
+    C++'s vectorized and scalar math may differ in the last bit between sweeps, which flips
+    the comparison. The value is stored once, in the sweep that reduces it, and read back;
+  - extern calls never join: torch runs them.
 """
 
 from __future__ import annotations
 
 from minicompiler.fuse.schedule import FusionDecision, Kernel, format_shape
 from minicompiler.ir.graph import Node
-from minicompiler.ir.ops import OPS
+from minicompiler.ir.ops import COMPARISONS, OPS
 
 
 def reduction_dims(node: Node) -> tuple[int, ...]:
@@ -41,18 +49,40 @@ def _left_padded(shape: tuple[int, ...], ndim: int) -> tuple[int, ...]:
     return (1,) * (ndim - len(shape)) + shape
 
 
-def _kind_refusal(producer: Node, consumer: Node) -> str | None:
+def _kind_refusal(kernel: Kernel | None, producer: Node, consumer: Node) -> str | None:
     for node in (producer, consumer):
-        kind = OPS[node.op].kind if node.op in OPS else node.op  # "placeholder"
-        if kind == "extern":
+        if node.op in OPS and OPS[node.op].kind == "extern":
             return f"{node.op} is an extern call"
-        if kind == "view":
-            return f"{node.op} is a view: it aliases a stored buffer"
+    if kernel is None:
+        if OPS.get(producer.op) is not None and OPS[producer.op].kind == "view":
+            return f"{producer.op} is a view: it aliases a stored buffer"
+        return f"{producer.name} is a graph input, not computed by a kernel"
     return None
+
+
+def view_refusal(kernel: Kernel, view: Node) -> str | None:
+    """Why `view` of a value of `kernel` cannot be that value's register in the loop nest."""
+    source, shape = view.args[0], view.meta.shape
+    if view.op == "detach" or (view.op in ("reshape", "expand") and shape == source.meta.shape):
+        return None
+    if view.op not in ("reshape", "expand"):
+        return f"{view.op} moves elements: it aliases a stored buffer"
+    if kernel.kind != "reduction" or not kernel.is_row_value(source):
+        return f"{view.op} to {format_shape(shape)} changes which element is where"
+    rows = (kernel.keepdim_shape, kernel.reduced_shape)
+    if view.op == "reshape" and source.meta.shape in rows and shape in rows:
+        return None
+    if view.op == "expand" and shape == kernel.domain and _left_padded(source.meta.shape, len(shape)) == rows[0]:
+        return None
+    return f"{view.op} of row value {source.name} to {format_shape(shape)} is not one value per row"
 
 
 def kernel_refusal(kernel: Kernel, node: Node) -> str | None:
     """Why `node` cannot be computed in `kernel`'s loop nest, or None if it can."""
+    if OPS[node.op].kind == "view":
+        if node.args[0] not in kernel.nodes:
+            return f"{node.args[0].name} is not computed in the kernel"
+        return view_refusal(kernel, node)
     if OPS[node.op].kind == "reduction":
         domain, dims = iteration_space(node)
         if domain != kernel.domain:
@@ -65,6 +95,8 @@ def kernel_refusal(kernel: Kernel, node: Node) -> str | None:
     if shape != kernel.domain and shape not in row_shapes:
         return f"different iteration space: {format_shape(shape)} vs {format_shape(kernel.domain)}"
     members = set(kernel.nodes)
+    if (reason := _comparison_refusal(kernel, node)) is not None:
+        return reason
     for inp in node.inputs():
         if inp not in members or not kernel.is_row_value(inp):
             continue
@@ -80,7 +112,32 @@ def kernel_refusal(kernel: Kernel, node: Node) -> str | None:
     return None
 
 
+def _comparison_refusal(kernel: Kernel, node: Node) -> str | None:
+    if node.op not in COMPARISONS or kernel.kind != "reduction":
+        return None
+    members = set(kernel.nodes)
+    computed = [i for i in node.inputs() if i in members and not kernel.is_row_value(i)]
+    for row in (i for i in node.inputs() if i in members and kernel.is_row_value(i)):
+        for element in computed:
+            if element in _ancestors_in(row, members):
+                return f"compares {element.name}, recomputed per sweep, with {row.name}, a reduction over it"
+    return None
+
+
+def _ancestors_in(node: Node, members: set[Node]) -> set[Node]:
+    found: set[Node] = set()
+    pending = [node]
+    while pending:
+        for inp in pending.pop().inputs():
+            if inp in members and inp not in found:
+                found.add(inp)
+                pending.append(inp)
+    return found
+
+
 def _acceptance(kernel: Kernel, node: Node) -> str:
+    if OPS[node.op].kind == "view":
+        return f"{node.op} renames {node.args[0].name}: the same register in the loop nest"
     if OPS[node.op].kind == "reduction":
         if kernel.kind == "pointwise":
             dims = reduction_dims(node)
@@ -95,12 +152,9 @@ def can_fuse(kernel: Kernel | None, producer: Node, consumer: Node) -> FusionDec
     """May `consumer` be computed in the kernel that holds `producer`?
 
     `kernel` is None when `producer` is in no kernel (a graph input, an extern's output, a view)."""
-    reason = _kind_refusal(producer, consumer)
-    if reason is None:
-        if kernel is None:
-            reason = f"{producer.name} is a graph input, not computed by a kernel"
-        else:
-            reason = kernel_refusal(kernel, consumer)
-            if reason is None:
-                return FusionDecision(producer, consumer, True, _acceptance(kernel, consumer))
+    reason = _kind_refusal(kernel, producer, consumer)
+    if reason is None and kernel is not None:
+        reason = kernel_refusal(kernel, consumer)
+        if reason is None:
+            return FusionDecision(producer, consumer, True, _acceptance(kernel, consumer))
     return FusionDecision(producer, consumer, False, reason)

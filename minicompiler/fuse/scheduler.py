@@ -6,8 +6,9 @@ hold its producers, the most recent first, and joins the first that `can_fuse` a
 it also reads another kernel with the same iteration space, that kernel is merged in (so
 `cos(x) + sin(x)` is one kernel, not two). A node whose inputs are all buffers joins a
 kernel that reads the same buffer, if one fits. A node that joins nothing starts a new kernel.
-Views become `Alias` steps and extern ops `ExternCall` steps; every refusal is recorded with
-its reason. Buffer planning (what is stored, and why) runs on the finished steps.
+A view that only renames a kernel's value (see `rules.py`) joins that kernel; other views
+become `Alias` steps, and extern ops `ExternCall` steps; every refusal is recorded with its
+reason. Buffer planning (what is stored, and why) runs on the finished steps.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from minicompiler.fuse.buffers import plan_buffers
-from minicompiler.fuse.rules import can_fuse, iteration_space, kernel_refusal
+from minicompiler.fuse.rules import can_fuse, iteration_space, kernel_refusal, view_refusal
 from minicompiler.fuse.schedule import Alias, ExternCall, FusionDecision, Kernel, Schedule, Step
 from minicompiler.ir.graph import Graph, Node
 from minicompiler.ir.ops import OPS
@@ -84,7 +85,16 @@ class _Scheduler:
             self.compute(node)
 
     def view(self, node: Node) -> None:
-        self._refuse_kernel_producers(node)
+        source = node.args[0]
+        if isinstance(kernel := self.owner.get(source), Kernel):
+            decision = can_fuse(kernel, source, node)
+            if decision.fused and (reason := self._needed_in_memory(kernel, node)) is not None:
+                decision = FusionDecision(source, node, False, reason)
+            self.decisions.append(decision)
+            if decision.fused:
+                _add(kernel, node)
+                self.owner[node] = kernel
+                return
         if _is_viewable(node):
             self._append(Alias(node), node)
         else:
@@ -148,6 +158,19 @@ class _Scheduler:
     def _needs_buffer(self, node: Node) -> bool:
         """Does a graph output, an extern or a view read `node` (so it must be in memory)?"""
         return any(u.op == "output" or OPS[u.op].kind in ("extern", "view") for u in self.users[node])
+
+    def _needed_in_memory(self, kernel: Kernel, view: Node) -> str | None:
+        """Why `view` should rather be a buffer aliasing its input's (no copy): the graph's
+        output or an extern reads it, or a view of it that cannot join `kernel`. A row value
+        joins anyway: storing one value per row is cheaper than splitting the kernel."""
+        if kernel.is_row_value(view):
+            return None
+        for user in self.users[view]:
+            if user.op == "output" or OPS[user.op].kind == "extern":
+                return f"{user.name} reads it from memory"
+            if OPS[user.op].kind == "view" and (reason := view_refusal(kernel, user)) is not None:
+                return f"{user.name} reads it from memory ({reason})"
+        return None
 
     def _refuse_kernel_producers(self, node: Node) -> None:
         for producer in dict.fromkeys(node.inputs()):
@@ -234,7 +257,7 @@ def _step_name(step: Step | None) -> str:
 
 def _kernel_name(kernel: Kernel, used: set[str]) -> str:
     """kernel_<ops in order>, e.g. kernel_amax_sub_exp_sum_div; long lists end in _etc."""
-    ops = [n.op for n in kernel.nodes]
+    ops = [n.op for n in kernel.nodes if OPS[n.op].kind != "view"]
     if len(ops) > MAX_NAME_OPS + 1:
         ops = ops[:MAX_NAME_OPS] + ["etc"]
     base = name = "kernel_" + "_".join(ops)

@@ -58,6 +58,8 @@ for _name, _fn in {
 }.items():
     register(_name, "pointwise", _fn, f"{_name}(x)")
 
+COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})  # their results are bool
+
 # Binary: op(a, b), either may be a Python scalar; broadcasting and type promotion as torch.
 for _name, _fn in {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,

@@ -95,6 +95,20 @@ def test_reductions_and_externs_are_saved_not_recomputed() -> None:
     assert not forward_ops & {"matmul", "amax"}
 
 
+def test_of_equal_cuts_the_one_recomputing_least_is_saved() -> None:
+    # sin(x - mean) * x: the backward needs x and, to recompute x - mean, sum(x) or
+    # mean = sum(x) / 6, 4 floats either way; saving the mean spares the backward the
+    # division (a kernel launch of its own, as BatchNorm's backward showed)
+    g = Graph()
+    x = g.placeholder("x", TensorMeta((4, 6), torch.float32))
+    mean = g.call("div", g.call("sum", x, (1,), True), 6)
+    g.output(g.call("mul", g.call("sin", g.call("sub", x, mean)), x))
+    joint = differentiate(g, [True])
+    _, backward, saved = partition(joint, "min_cut")
+    assert sorted(s.name for s in saved) == sorted([x.name, mean.name])
+    assert "div" not in {n.op for n in backward.compute_nodes() if "backward_of" not in n.tags}
+
+
 def test_unknown_strategy_is_rejected() -> None:
     with pytest.raises(ValueError, match="save_all"):
         partition(differentiate(cos_cos(), [True]), "fastest")  # type: ignore[arg-type]
@@ -118,6 +132,9 @@ def test_min_cut_matches_brute_force_on_random_networks() -> None:
         best = min(cut_value(capacities, {"s", *chosen}) for chosen in subsets)
         if best == math.inf:
             continue
-        side = min_cut(capacities, "s", "t")
-        assert "s" in side and "t" not in side
-        assert cut_value(capacities, side) == best
+        near_source = min_cut(capacities, "s", "t")
+        near_sink = min_cut(capacities, "s", "t", nearest="sink")
+        for side in (near_source, near_sink):
+            assert "s" in side and "t" not in side
+            assert cut_value(capacities, side) == best
+        assert near_source <= near_sink  # the smallest and the largest source sides

@@ -6,6 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from minicompiler.codegen import generate
+from minicompiler.fuse import fuse
+from minicompiler.ir import Graph, TensorMeta
+
 CASES = [  # (shape, dims, keepdim)
     ((5, 37), (1,), True),
     ((5, 37), (0,), False),  # leading dim: rows are strided
@@ -101,3 +105,37 @@ def test_reduction_kernel_outputs_per_row_and_per_element_values(backend, check)
 
     module = check(fn, torch.randn(9, 33), backend=backend)
     assert len(module.schedule.kernels) == 1
+
+
+def test_views_inside_a_kernel_are_the_values_they_rename(backend, check):
+    """BatchNorm's statistics reshaped [C] -> [1, C, 1, 1], a detached mean, and a row value
+    expanded over the domain (read by element values and by a second reduction): one kernel,
+    and every value matches the interpreter."""
+
+    def fn(g, x, weight):
+        per_channel = (1, 3, 1, 1)
+        mean = g.call("div", g.call("sum", x, (0, 2, 3), False), 4 * 5 * 6)
+        centred = g.call("sub", x, g.call("reshape", mean, per_channel))
+        var = g.call("sum", g.call("mul", centred, centred), (0, 2, 3), True)
+        spread = g.call("expand", g.call("rsqrt", g.call("add", var, 1e-5)), (4, 3, 5, 6))
+        y = g.call("mul", g.call("mul", centred, spread), g.call("reshape", weight, per_channel))
+        running = g.call("mul", g.call("detach", mean), 0.1)
+        return y, g.call("add", spread, 1.0), g.call("sum", g.call("mul", y, spread), (0, 2, 3), False), running
+
+    module = check(fn, torch.randn(4, 3, 5, 6), torch.randn(3), backend=backend, tolerance=1e-4)
+    assert len(module.schedule.kernels) == 1
+
+
+def test_a_value_compared_with_its_own_maximum_is_stored_once(backend):
+    """x == amax(x) for a computed x: every row has its maximum, whatever the last bit of cos.
+    Recomputing cos in a second sweep (vectorized there, scalar in the first) could lose it."""
+    g = Graph()
+    x = g.placeholder("x", TensorMeta((64, 37), torch.float32))
+    y = g.call("cos", g.call("mul", x, 3.0))
+    g.output(g.call("eq", y, g.call("amax", y, (1,), True)))
+    schedule = fuse(g)
+    assert len(schedule.kernels) == 2
+    assert any("recomputed per sweep" in d.reason for d in schedule.refusals)
+    for _ in range(3):
+        is_max = generate(schedule, backend)([torch.randn(64, 37)])
+        assert is_max.any(dim=1).all()

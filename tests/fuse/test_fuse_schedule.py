@@ -210,3 +210,56 @@ def test_a_per_channel_value_scheduled_late_moves_before_the_kernel_that_needs_i
     assert len(big) == 1 and [n.op for n in big[0].nodes] == ["sub", "mul", "mul", "maximum"]
     inputs = [torch.randn(4, 8, 5, 5), torch.randn(8), torch.rand(8), torch.randn(8)]
     torch.testing.assert_close(generate(schedule, "cpp")(inputs), run_graph(g, *inputs))
+
+
+def batch_norm_train(g, x, weight, eps=1e-5):
+    """BatchNorm2d's training forward as the decomposition writes it: per-channel statistics
+    as [C] values, reshaped to [1, C, 1, 1] to meet the activations, plus a detached mean for
+    the running statistics."""
+    per_channel = (1, x.meta.shape[1], 1, 1)
+    n = x.meta.numel // x.meta.shape[1]
+    mean = g.call("div", g.call("sum", x, (0, 2, 3), False), n)
+    centred = g.call("sub", x, g.call("reshape", mean, per_channel))
+    var = g.call("div", g.call("sum", g.call("mul", centred, centred), (0, 2, 3), True), n)
+    normed = g.call("mul", centred, g.call("rsqrt", g.call("add", var, eps)))
+    y = g.call("maximum", g.call("mul", normed, g.call("reshape", weight, per_channel)), 0.0)
+    return y, g.call("mul", g.call("detach", mean), 0.1)
+
+
+def test_views_that_rename_a_row_value_join_its_kernel():
+    """[C] <-> [1, C, 1, 1] and detach are the same register in a loop over channels: BatchNorm's
+    statistics, normalization, ReLU and running-mean update are one kernel."""
+    g = Graph()
+    x, weight = placeholders(g, (4, 8, 5, 5), (8,))
+    g.output(batch_norm_train(g, x, weight))
+    schedule = fuse(g)
+    [kernel] = schedule.kernels
+    assert kernel.name == "kernel_sum_div_sub_mul_sum_etc"  # views are not in kernel names
+    assert {n.op for n in kernel.nodes} >= {"reshape", "detach"}
+    assert "reshape renames div: the same register in the loop nest" in reasons(schedule, fused=True)
+    assert [type(s).__name__ for s in schedule.steps] == ["Alias", "Kernel"]  # the weight's reshape
+
+
+def test_a_row_value_expanded_over_the_domain_joins_but_moving_views_do_not():
+    g = Graph()
+    x, y = placeholders(g, (6, 4), (4, 6))
+    total = g.call("sum", x, (1,), True)  # [6, 1]: one value per row
+    spread = g.call("expand", total, (6, 4))
+    flipped = g.call("permute", g.call("reshape", total, (6,)), (0,))
+    g.output((g.call("mul", x, spread), g.call("add", flipped, 1.0), g.call("sum", y, (1,), True)))
+    schedule = fuse(g)
+    assert "expand renames sum: the same register in the loop nest" in reasons(schedule, fused=True)
+    assert any("permute moves elements" in r for r in reasons(schedule))
+
+
+def test_an_element_view_the_output_reads_stays_an_alias_and_a_row_view_is_stored():
+    g = Graph()
+    (x,) = placeholders(g, (6, 4))
+    mean = g.call("div", g.call("sum", x, (1,), False), 4)
+    centred = g.call("sub", x, g.call("reshape", mean, (6, 1)))
+    g.output((g.call("cos", centred), g.call("detach", centred), g.call("detach", mean)))
+    schedule = fuse(g)
+    assert [type(s).__name__ for s in schedule.steps] == ["Kernel", "Alias"]
+    assert "output reads it from memory" in reasons(schedule)[-1]
+    [kernel] = schedule.kernels
+    assert kernel.nodes[-1].op == "detach" and kernel.outputs[-1].node is kernel.nodes[-1]
