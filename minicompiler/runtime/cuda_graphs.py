@@ -7,7 +7,8 @@ records every launch of one call once, then replays them all with a single launc
 A replay reads its inputs from, and writes its outputs to, the memory used while recording.
 So each call copies its input tensors into those *static* inputs (parameters, which stay at
 one address while an optimizer updates them in place, are read where they are), and the outputs
-are cloned out, because the next replay overwrites them.
+are cloned out, because the next replay overwrites them (an output that is an input, such as a
+weight saved for the backward, is handed back as that input).
 """
 
 from __future__ import annotations
@@ -47,7 +48,16 @@ class CUDAGraphRunner:
             if not borrowed:
                 static.copy_(tensor)
         self.graph.replay()
-        return map_structure(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, self.static_outputs)
+        passed_through = {id(static): tensor for static, tensor in zip(self.static_inputs, inputs, strict=True)}
+        return map_structure(lambda v: self._output(v, passed_through), self.static_outputs)
+
+    @staticmethod
+    def _output(value: Any, passed_through: dict[int, torch.Tensor]) -> Any:
+        """A static output, cloned before the next replay overwrites it; an output that is one of
+        the inputs (a weight the backward needs) is that input, as without a graph."""
+        if not isinstance(value, torch.Tensor):
+            return value
+        return passed_through.get(id(value)) if id(value) in passed_through else value.clone()
 
     def _can_replay(self, inputs: list[torch.Tensor]) -> bool:
         if self.graph is None or _layout(inputs) != _layout(self.static_inputs):
