@@ -83,13 +83,36 @@ def check_cuda_graphs() -> list[str]:
     return ["ok  reduce-overhead (CUDA graphs): inference and training match eager over 3 calls"]
 
 
+def check_autocast() -> list[str]:
+    """torch.autocast("cuda", float16 / bfloat16) regions compile to Triton with eager's dtypes,
+    for inference and training."""
+    lines = []
+    for dtype in (torch.float16, torch.bfloat16):
+        model = BiasGeluLayerNorm().cuda()
+        reference = copy.deepcopy(model)
+        compiled = minicompiler.compile(model)
+        x = torch.randn(512, 1024, device="cuda")
+        with torch.autocast("cuda", dtype=dtype):
+            got, expected = compiled(x), reference(x)
+            got.float().square().mean().backward()
+            expected.float().square().mean().backward()
+        assert got.dtype == expected.dtype, (got.dtype, expected.dtype)
+        torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2)
+        for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, rtol=5e-2, atol=5e-3)
+        graph = compiled.report.graphs[0]
+        assert graph.fallback is None and graph.variants, graph.fallback
+        lines.append(f"ok  autocast cuda {dtype}: output {got.dtype}, grads match eager; {graph.variants[0].variant}")
+    return lines
+
+
 def main() -> int:
     if not torch.cuda.is_available():
         print("no CUDA GPU: nothing to check here (CI checks Triton through TRITON_INTERPRET=1)")
         return 0
     print(f"{torch.cuda.get_device_name()} torch {torch.__version__}")
     failures = 0
-    for check in (check_inference, check_training, check_cuda_graphs):
+    for check in (check_inference, check_training, check_cuda_graphs, check_autocast):
         try:
             print("\n".join(check()))
         except Exception as error:  # report every check, then fail

@@ -1,6 +1,7 @@
 """The compiler pipeline for one captured graph, as a list of named steps.
 
     graph (torch-level ops)
+      (-> autocast   only for calls inside torch.autocast: its casts made explicit; see autocast.py)
       -> decompose   high-level ops become primitives
       -> simplify    algebraic rules, constant folding, CSE, DCE
       -> autograd    only when an input needs a gradient: joint graph -> forward + backward
@@ -24,6 +25,7 @@ from typing import Any
 
 import torch
 
+from minicompiler.autocast import AutocastError, apply_autocast, autocast_state
 from minicompiler.autograd import JointGraph, NotDifferentiable, SavedTensor, differentiate, make_trainable, partition
 from minicompiler.codegen import CodegenError, CompiledModule, generate
 from minicompiler.decompose import decompose
@@ -57,17 +59,16 @@ class CompiledGraph:
     artifacts: dict[str, Any] = field(default_factory=dict)  # stage name -> its result
     _inference: Runner | None = None
     _training: Runner | None = None
+    # (device type, dtype) of a torch.autocast region -> this graph compiled for it
+    _autocast_variants: dict[tuple[str, torch.dtype], CompiledGraph] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # where autocast could be on for this graph (checked on every call, so computed once)
         self.device_types = {p.meta.device.type for p in self.graph.inputs if p.meta is not None} or {"cpu"}
 
     def run(self, inputs: list[torch.Tensor]) -> Any:
-        if any(torch.is_autocast_enabled(device) for device in self.device_types):
-            # Kernels are generated for the dtypes seen at capture; autocast picks dtypes per op at
-            # run time. Run the captured graph op by op instead, which autocast treats as in eager.
-            self.report.fallback = AUTOCAST_FALLBACK
-            return run_with_torch(self.graph)(inputs)
+        if (region := autocast_state(self.device_types)) is not None:
+            return self._run_in_autocast(region, inputs)
         if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
             if self._training is None:
                 self._training = self._compile_training()
@@ -75,6 +76,28 @@ class CompiledGraph:
         if self._inference is None:
             self._inference = self._compile_inference()
         return self._inference(inputs)
+
+    def _run_in_autocast(self, region: tuple[str, torch.dtype], inputs: list[torch.Tensor]) -> Any:
+        """Kernels are generated for fixed dtypes, and autocast picks dtypes per op: the graph is
+        compiled again with autocast's casts written into it, once per region kind."""
+        if region not in self._autocast_variants:
+            try:
+                self._autocast_variants[region] = self._compile_for_autocast(region, inputs)
+            except AutocastError as error:  # correct before fast: torch ops, under the same autocast
+                self.report.fallback = f"{AUTOCAST_FALLBACK}: {error}"
+                return run_with_torch(self.graph)(inputs)
+        with torch.autocast(region[0], enabled=False):  # the graph's casts are all there is now
+            return self._autocast_variants[region].run(inputs)
+
+    def _compile_for_autocast(self, region: tuple[str, torch.dtype], inputs: list[torch.Tensor]) -> CompiledGraph:
+        start = time.perf_counter()
+        graph, casts = apply_autocast(self.graph, inputs)
+        variant = compile_graph(graph, self.backend, time.perf_counter() - start, self.strict, self.dynamic,
+                                self.requires_grad, self.cuda_graphs)
+        device, dtype = region
+        variant.report.variant = f"torch.autocast({device!r}, dtype={dtype}): {casts} casts added"
+        self.report.variants.append(variant.report)
+        return variant
 
     # -- the two programs ------------------------------------------------------------------
     def _compile_inference(self) -> Runner:

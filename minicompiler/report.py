@@ -102,6 +102,10 @@ class GraphReport:
     autograd: list[StageRecord] = field(default_factory=list)
     saved_tensors: list[str] = field(default_factory=list)
     saved_bytes: dict[str, int] = field(default_factory=dict)  # where measured: {"eager": n, "compiled": n}
+    # The same graph compiled again for a different context (a torch.autocast region): its report,
+    # whose `variant` says for what
+    variants: list[GraphReport] = field(default_factory=list)
+    variant: str = ""
 
     def stage(self, name: str) -> StageRecord:
         for stage in self.stages:
@@ -149,6 +153,8 @@ class CompileReport:
                 autograd=[StageRecord(**s) for s in g.get("autograd", [])],
                 saved_tensors=list(g.get("saved_tensors", [])),
                 saved_bytes=dict(g.get("saved_bytes", {})),
+                variants=[graph_report(v) for v in g.get("variants", [])],
+                variant=g.get("variant", ""),
             )
 
         fields = dict(data)
@@ -172,16 +178,7 @@ class CompileReport:
         for brk in self.graph_breaks:
             out.append(f"graph break at {brk.filename}:{brk.lineno} `{brk.line}`: {brk.reason}")
         for i, graph in enumerate(self.graphs):
-            out.append(f"\n=== graph {i} (backend: {graph.backend}) ===")
-            if graph.fallback:
-                out.append(f"runs with torch ops: {graph.fallback}")
-            out.append("guards:")
-            out.extend(f"  {g}" for g in graph.guards)
-            for stage in graph.stages:
-                out.append(f"\n--- {stage.name} ({stage.seconds * 1000:.1f} ms) ---")
-                if stage.text:
-                    out.append(stage.text)
-                out.extend(f"  * {note}" for note in stage.notes)
+            out += _graph_text(f"graph {i}", graph)
         out.append(f"\ncompile time: {self.compile_seconds * 1000:.1f} ms")
         return "\n".join(out)
 
@@ -202,3 +199,19 @@ class CompileReport:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         return {MIME_TYPE: self.to_dict(), "text/html": self._repr_html_(), "text/plain": repr(self)}
+
+
+def _graph_text(title: str, graph: GraphReport) -> list[str]:
+    out = [f"\n=== {title} (backend: {graph.backend}) ==="]
+    if graph.fallback:
+        out.append(f"runs with torch ops: {graph.fallback}")
+    out.append("guards:")
+    out.extend(f"  {g}" for g in graph.guards)
+    for stage in graph.stages:
+        out.append(f"\n--- {stage.name} ({stage.seconds * 1000:.1f} ms) ---")
+        if stage.text:
+            out.append(stage.text)
+        out.extend(f"  * {note}" for note in stage.notes)
+    for variant in graph.variants:
+        out += _graph_text(f"{title}, compiled for {variant.variant}", variant)
+    return out

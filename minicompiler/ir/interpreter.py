@@ -6,6 +6,7 @@ user's function does eagerly, and every generated kernel must match it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -14,8 +15,9 @@ from minicompiler.ir.graph import Graph, Node, map_structure
 from minicompiler.ir.ops import OPS
 
 
-def run_graph(graph: Graph, *inputs: torch.Tensor) -> Any:
-    """Execute `graph` on real tensors; returns its output structure with tensors in it."""
+def run_graph(graph: Graph, *inputs: torch.Tensor, observe: Callable[[Node, Any], None] | None = None) -> Any:
+    """Execute `graph` on real tensors; returns its output structure with tensors in it.
+    `observe(node, value)`, if given, sees each node's value as it is computed."""
     placeholders = graph.inputs
     if len(inputs) != len(placeholders):
         raise TypeError(f"graph takes {len(placeholders)} inputs, got {len(inputs)}")
@@ -28,4 +30,6 @@ def run_graph(graph: Graph, *inputs: torch.Tensor) -> Any:
         args = map_structure(value_of, node.args)
         kwargs = map_structure(value_of, node.kwargs)
         values[node] = OPS[node.op].impl(*args, **kwargs)
+        if observe is not None:
+            observe(node, values[node])
     return map_structure(value_of, graph.outputs)

@@ -72,7 +72,10 @@ def summary_html(report: CompileReport) -> str:
             f"compiled in {report.compile_seconds * 1000:.0f} ms")
     recompiled = (f"<p style='background: {BREAK_BACKGROUND}'>recompiled because "
                   f"{esc(report.recompile_reason)}</p>" if report.recompile_reason else "")
-    return f"<div>{line}</div>{recompiled}{breaks_html(report)}"
+    variants = "".join(f"<div>graph {i} also compiled for {esc(v.variant)}, "
+                       f"{len(v.kernels)} kernel(s)</div>"
+                       for i, g in enumerate(report.graphs) for v in g.variants)
+    return f"<div>{line}</div>{variants}{recompiled}{breaks_html(report)}"
 
 
 def report_to_html(report: CompileReport, views: Sequence[str] | None = None) -> str:

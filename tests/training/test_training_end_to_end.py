@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import minicompiler
+from minicompiler.report import CompileReport
 
 TOL = {"rtol": 1e-4, "atol": 1e-4}
 
@@ -158,14 +159,46 @@ def test_batch_norm_in_training_updates_running_statistics_exactly_as_eager() ->
     assert bn.num_batches_tracked.item() == bn_ref.num_batches_tracked.item() == 3
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16])
-def test_autocast_regions_give_eager_results(dtype: torch.dtype) -> None:
-    model = MLP()
+def autocast_block() -> nn.Module:
+    """Ops from each of autocast's lists: linear (low precision), GELU and LayerNorm (float32 on
+    some devices), softmax; the dtypes eager picks differ between them."""
+    return nn.Sequential(nn.Linear(64, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 10), nn.Softmax(-1))
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_autocast_regions_compile_with_eager_dtypes(dtype: torch.dtype, backend: str) -> None:
+    torch.manual_seed(0)
+    model = autocast_block()
+    compiled = minicompiler.compile(model, backend=backend)
+    for _ in range(2):  # fresh inputs; the second call reuses the autocast graph
+        x = torch.randn(8, 64)
+        with torch.autocast("cpu", dtype=dtype), torch.no_grad():
+            expected, got = model(x), compiled(x)
+        assert got.dtype == expected.dtype == dtype
+        torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2)
+    graph = compiled.report.graphs[0]
+    assert graph.fallback is None and len(compiled.reports) == 1
+    [variant] = graph.variants
+    assert variant.variant.startswith(f"torch.autocast('cpu', dtype={dtype})") and variant.kernels
+    assert "convert" in variant.stages[0].text  # the casts autocast makes, written into the graph
+    assert "compiled for torch.autocast" in compiled.report.to_text()
+    assert "also compiled for torch.autocast" in compiled.report._repr_html_()
+    assert CompileReport.from_json(compiled.report.to_json()).graphs[0].variants[0].variant == variant.variant
+    torch.testing.assert_close(compiled(x), model(x), **TOL)  # outside the region: float32 again
+
+
+def test_training_inside_autocast_matches_eager_gradients() -> None:
+    torch.manual_seed(0)
+    model = autocast_block()
+    reference = copy.deepcopy(model)
     compiled = minicompiler.compile(model, backend="cpp")
     x = torch.randn(8, 64)
-    with torch.autocast("cpu", dtype=dtype):
-        expected = model(x)
-        got = compiled(x)
-    assert got.dtype == expected.dtype
-    torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2)
-    assert "autocast" in compiled.report.graphs[0].fallback
+    for run in (reference, compiled):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = run(x).float().square().sum()
+        loss.backward()
+    for got, expected in zip(gradients_of(model), gradients_of(reference), strict=True):
+        assert got.dtype == expected.dtype == torch.float32
+        torch.testing.assert_close(got, expected, rtol=5e-2, atol=5e-3)
+    assert compiled.report.graphs[0].variants[0].saved_tensors  # the compiled training program ran
