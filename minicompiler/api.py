@@ -290,6 +290,8 @@ class CompiledFunction:
 def _write_back(inputs: list[torch.Tensor], mutated: list[int], new_values: list[torch.Tensor]) -> None:
     """Finish the in-place updates the graph computed functionally (`x.add_(1)`, BatchNorm's running
     statistics): copy each new value into the caller's tensor, in the order eager changed them."""
+    if not mutated:
+        return
     with torch.no_grad():  # an update of a buffer is not part of what autograd differentiates
         for index, value in zip(mutated, new_values, strict=True):
             inputs[index].copy_(value)

@@ -18,6 +18,7 @@ from minicompiler.fuse.schedule import Schedule
 from minicompiler.ir.graph import SourceLoc
 from minicompiler.ir.printer import OPS_NAMESPACE
 from minicompiler.runtime import loader
+from minicompiler.runtime.triton_launch import FastLauncher
 
 Backend = Literal["cpp", "triton"]
 
@@ -68,7 +69,7 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
         writers = {k.name: triton.kernel_source(k, dynamic) for k in kernels}
         module_text = triton.module_source(["\n".join(w.lines) for w in writers.values()])
         module = loader.load_python_module(module_text) if kernels else None
-        launchers = {k.name: getattr(module, k.name) for k in kernels}
+        launchers = {k.name: _launcher(getattr(module, k.name)) for k in kernels}
         launch = functools.partial(triton.call_source, dynamic=dynamic)
     wrapper_text, constants = wrapper_source(schedule, launch, dynamic)
     namespace = {"torch": torch, "ops": OPS_NAMESPACE, **launchers, **constants}
@@ -99,6 +100,12 @@ def _compile_wrapper(text: str, namespace: dict[str, Any]) -> Callable[[list[tor
     linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
     exec(compile(text, filename, "exec"), namespace)
     return namespace["call"]
+
+
+def _launcher(kernel: Any) -> Any:
+    """What the wrapper's `kernel[grid](...)` calls: the jit function itself under the interpreter,
+    else a launcher that skips Triton's per-call argument analysis (runtime/triton_launch.py)."""
+    return kernel if _interpreting() else FastLauncher(kernel)
 
 
 def _interpreting() -> bool:

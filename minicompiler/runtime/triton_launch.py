@@ -1,0 +1,67 @@
+"""Launching a generated Triton kernel with less Python per call.
+
+`kernel[grid](*args, BLOCK=512, num_warps=2)` goes through `JITFunction.run` every time: it binds
+the arguments, works out how to specialize on them (their dtypes, whether each pointer is 16-byte
+aligned, whether an integer needs 64 bits), turns that into a cache key, finds the compiled
+kernel and launches it. In a compiled graph's wrapper most of those answers never change: the
+guards fix every dtype. `FastLauncher` keeps the compiled kernel per (device, pointer
+alignment, integer value class) and launches it directly through `CompiledKernel[grid]`, Triton's
+own launcher for an already compiled kernel. A launch then costs a few microseconds of Python
+instead of tens, which matters when a step is a handful of small kernels (a GPU training step
+of a small model is bound by launches, not by the GPU).
+
+The first launch for each key goes through `JITFunction.run`, which compiles if needed and
+returns the compiled kernel. Under the Triton interpreter there is nothing compiled to keep:
+`generate` uses the plain `kernel[grid]` there.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+INT32 = range(-(2**31), 2**31)
+
+
+class FastLauncher:
+    """Stands in for a `@triton.jit` function in a wrapper: `launcher[grid](*args, **constexprs)`."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+        params = kernel.params
+        self.constexprs = [p.name for p in params if p.is_constexpr]
+        # positional arguments are the runtime parameters, constexprs come last (as codegen writes them)
+        self.usable = all(p.is_constexpr for p in params[len(params) - len(self.constexprs):])
+        self.compiled: dict[tuple, Any] = {}
+
+    def __getitem__(self, grid: tuple[int, ...]) -> functools.partial[None]:
+        return functools.partial(self.launch, grid)
+
+    def launch(self, grid: tuple[int, ...], *args: Any, **options: Any) -> None:
+        key = (torch.cuda.current_device(), *map(_specialization, args))
+        compiled = self.compiled.get(key)
+        if compiled is None or not self.usable or _launch_hooks_set():
+            self.compiled[key] = self.kernel[grid](*args, **options)
+            return
+        full_grid = (*grid, 1, 1)[:3]
+        compiled[full_grid](*args, *(options[name] for name in self.constexprs))
+
+
+def _specialization(arg: Any) -> Any:
+    """What Triton compiles a separate variant for, of one runtime argument."""
+    if isinstance(arg, torch.Tensor):
+        return arg.data_ptr() % 16 == 0
+    if isinstance(arg, bool):
+        return "bool"
+    if isinstance(arg, int):  # width, and the values Triton may specialize on (unless told not to)
+        return arg in INT32, arg == 1, arg % 16 == 0
+    return type(arg)
+
+
+def _launch_hooks_set() -> bool:
+    """A profiler (Triton's proton, say) hooks launches: then every launch takes Triton's own path."""
+    from triton import knobs
+
+    return knobs.runtime.launch_enter_hook is not None or knobs.runtime.launch_exit_hook is not None
