@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Everything measured on the lent GPU machine, in one call (device time is scarce):
 #   bash benchmarks/device_run.sh OUT_DIR
-# GPU correctness (Triton on a real GPU), the seeds' benchmark, the seed 003 training experiment.
+# GPU correctness (Triton on a real GPU, direct launches), the seeds' benchmark, the seed 003
+# training experiment, and a profile of one training step.
 set -uo pipefail
 out=${1:?output folder}
 export PYTHONPATH=$PWD
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/device.txt"
 python -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)" | tee -a "$out/device.txt"
+python -m pytest -q -p no:cacheprovider tests/runtime 2>&1 | tail -3 | tee "$out/gpu_tests.txt"
 python benchmarks/gpu_check.py 2>&1 | tee "$out/gpu_check.txt"
 python -m minicompiler.bench --device cuda --json "$out/bench_cuda.json" 2>&1 | grep -v "^  done" | tee "$out/bench_cuda.txt"
 python -m minicompiler.bench.training --device cuda --json "$out/training_cuda.json" 2>&1 | tee "$out/training_cuda.txt"
+python benchmarks/profile_training.py eager minicompiler reduce-overhead > "$out/profile_training.txt" 2>&1
+grep "^==" "$out/profile_training.txt"
