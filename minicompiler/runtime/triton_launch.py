@@ -5,10 +5,11 @@ the arguments, works out how to specialize on them (their dtypes, whether each p
 aligned, whether an integer needs 64 bits), turns that into a cache key, finds the compiled
 kernel and launches it. In a compiled graph's wrapper most of those answers never change: the
 guards fix every dtype. `FastLauncher` keeps the compiled kernel per (device, pointer
-alignment, integer value class) and launches it directly through `CompiledKernel[grid]`, Triton's
-own launcher for an already compiled kernel. A launch then costs a few microseconds of Python
-instead of tens, which matters when a step is a handful of small kernels (a GPU training step
-of a small model is bound by launches, not by the GPU).
+alignment, integer value class) and calls its launcher directly, as `JITFunction.run` does in
+the end. A launch then costs a few microseconds of Python instead of tens, which matters when
+a step is a handful of small kernels (a GPU training step of a small model is bound by
+launches, not by the GPU). With a launch hook set (a profiler), every launch takes Triton's
+own path.
 
 The first launch for each key goes through `JITFunction.run`, which compiles if needed and
 returns the compiled kernel. Under the Triton interpreter there is nothing compiled to keep:
@@ -45,8 +46,10 @@ class FastLauncher:
         if compiled is None or not self.usable or _launch_hooks_set():
             self.compiled[key] = self.kernel[grid](*args, **options)
             return
-        full_grid = (*grid, 1, 1)[:3]
-        compiled[full_grid](*args, *(options[name] for name in self.constexprs))
+        device = key[0]
+        # the call JITFunction.run ends with, without launch hooks or their metadata (none are set)
+        compiled.run(*(*grid, 1, 1)[:3], torch._C._cuda_getCurrentRawStream(device), compiled.function,
+                     compiled.packed_metadata, None, None, None, *args, *(options[n] for n in self.constexprs))
 
 
 def _specialization(arg: Any) -> Any:
@@ -64,4 +67,9 @@ def _launch_hooks_set() -> bool:
     """A profiler (Triton's proton, say) hooks launches: then every launch takes Triton's own path."""
     from triton import knobs
 
-    return knobs.runtime.launch_enter_hook is not None or knobs.runtime.launch_exit_hook is not None
+    return _hooked(knobs.runtime.launch_enter_hook) or _hooked(knobs.runtime.launch_exit_hook)
+
+
+def _hooked(hook: Any) -> bool:
+    # newer Triton always has a HookChain there, empty unless someone added a hook
+    return hook is not None and bool(getattr(hook, "calls", True))
