@@ -1,6 +1,6 @@
 """Seed 003's training experiment: `CompilationAwareTrainer`, eager vs compiled.
 
-    python -m minicompiler.bench.training [--device cpu|cuda] [--epochs 4] [--json PATH]
+    python -m minicompiler.bench.training [--device cpu|cuda] [--epochs 8] [--json PATH]
 
 The seed's CNN (Conv -> BatchNorm -> ReLU -> Conv -> BatchNorm -> ReLU -> Linear) trains with
 Adam on 640 random 3x32x32 images in batches of 32, once per compiler: eager PyTorch,
@@ -8,6 +8,7 @@ minicompiler, and torch.compile (default and reduce-overhead). Every run starts 
 weights and sees the batches in the same order, so their losses must agree. Epoch 1 includes
 compiling (as the seed measures it); the steady state is the median of the later epochs (one
 epoch is 20 steps, a few tens of milliseconds on a GPU: a single one is too noisy to compare).
+The compilers take turns epoch by epoch, so the machine's noise falls on all of them alike.
 """
 
 from __future__ import annotations
@@ -64,29 +65,54 @@ class CompilationAwareTrainer:
         return time.perf_counter() - start, losses
 
 
+class Run:
+    """One compiler's training run: the seed's model, data order and optimizer, from seed 0."""
+
+    def __init__(self, name: str, compiler: Callable, device: str, model_kwargs: dict[str, Any],
+                 samples: int = 640) -> None:
+        torch.manual_seed(0)
+        model = SimpleModel(**model_kwargs)
+        image = model_kwargs.get("image", 32)
+        data = TensorDataset(torch.randn(samples, 3, image, image), torch.randint(0, 10, (samples,)))
+        self.name = name
+        self.loader = DataLoader(data, batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(0))
+        self.trainer = CompilationAwareTrainer(model, compiler, device)
+        self.optimizer = torch.optim.Adam(self.trainer.module.parameters(), lr=1e-3)
+        self.epochs: list[tuple[float, list[float]]] = []
+
+    def epoch(self) -> None:
+        self.epochs.append(self.trainer.train_epoch(self.loader, self.optimizer))
+
+    def row(self) -> dict[str, Any]:
+        row: dict[str, Any] = {"compiler": self.name, "epoch_s": [t for t, _ in self.epochs],
+                               "losses": [loss for _, losses in self.epochs for loss in losses]}
+        report = getattr(self.trainer.model, "report", None)
+        if report is not None:
+            row["fallback"] = report.eager_fallback or next((g.fallback for g in report.graphs if g.fallback), None)
+            row["recompiles"] = len(self.trainer.model.reports) - 1
+        return row
+
+
+def run_interleaved(compilers: dict[str, Callable], device: str, epochs: int, model_kwargs: dict[str, Any],
+                    samples: int = 640) -> list[dict[str, Any]]:
+    """Train once per compiler, epoch by epoch in turn (epoch 1 of each, then epoch 2 of each, ...),
+    so that a noisy moment of the machine does not land on one compiler's steady state."""
+    runs = [Run(name, compiler, device, model_kwargs, samples) for name, compiler in compilers.items()]
+    for _ in range(epochs):
+        for run in runs:
+            run.epoch()
+    return [run.row() for run in runs]
+
+
 def run(name: str, compiler: Callable, device: str, epochs: int, model_kwargs: dict[str, Any],
         samples: int = 640) -> dict[str, Any]:
-    torch.manual_seed(0)
-    model = SimpleModel(**model_kwargs)
-    image = model_kwargs.get("image", 32)
-    data = TensorDataset(torch.randn(samples, 3, image, image), torch.randint(0, 10, (samples,)))
-    loader = DataLoader(data, batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(0))
-    trainer = CompilationAwareTrainer(model, compiler, device)
-    optimizer = torch.optim.Adam(trainer.module.parameters(), lr=1e-3)
-    epochs_run = [trainer.train_epoch(loader, optimizer) for _ in range(epochs)]
-    row: dict[str, Any] = {"compiler": name, "epoch_s": [t for t, _ in epochs_run],
-                           "losses": [loss for _, losses in epochs_run for loss in losses]}
-    report = getattr(trainer.model, "report", None)
-    if report is not None:
-        row["fallback"] = report.eager_fallback or next((g.fallback for g in report.graphs if g.fallback), None)
-        row["recompiles"] = len(trainer.model.reports) - 1
-    return row
+    return run_interleaved({name: compiler}, device, epochs, model_kwargs, samples)[0]
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m minicompiler.bench.training", description=__doc__.split("\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--epochs", type=int, default=4, help="at least 2: the first, then the steady state")
+    parser.add_argument("--epochs", type=int, default=8, help="at least 2: the first, then the steady state")
     parser.add_argument("--width", type=int, default=64, help="conv1 channels (the seed: 64)")
     parser.add_argument("--only", action="append", help="run only compilers whose name contains this")
     parser.add_argument("--json", type=Path)
@@ -95,11 +121,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--epochs must be at least 2 (the first epoch compiles; the rest are the steady state)")
     env = environment(opts.device)
     print(" ".join(f"{k}={v}" for k, v in env.items()))
-    rows = []
-    for name, compiler in compilers().items():
-        if opts.only and not any(s in name for s in opts.only) and name != "eager":
-            continue
-        rows.append(run(name, compiler, opts.device, opts.epochs, {"width": opts.width}))
+    chosen = {name: compiler for name, compiler in compilers().items()
+              if not opts.only or any(s in name for s in opts.only) or name == "eager"}
+    rows = run_interleaved(chosen, opts.device, opts.epochs, {"width": opts.width})
     eager = rows[0]
     print(f"{'compiler':30} {'epoch 1 s':>10} {'steady s':>10} {'vs eager':>9} {'max |loss - eager|':>19}  notes")
     for row in rows:
