@@ -63,7 +63,8 @@ def check_training() -> list[str]:
 
 def check_cuda_graphs() -> list[str]:
     """mode="reduce-overhead": programs replayed from CUDA graphs give eager's results, new inputs
-    are copied in, outputs survive the next replay, and training works through both halves."""
+    are copied in, an input read in place that moves is noticed, outputs survive the next
+    replay, and training works through both halves."""
     model = SimpleModel().cuda()
     reference = copy.deepcopy(model)
     compiled = minicompiler.compile(model, mode="reduce-overhead")
@@ -72,6 +73,11 @@ def check_cuda_graphs() -> list[str]:
         outs = [compiled(x) for x in xs]  # earlier outputs must not be overwritten by later replays
         for x, out in zip(xs, outs, strict=True):
             torch.testing.assert_close(out, reference(x), **TOL)
+        # the same tensor twice: recorded reading it in place; then one at another address, and back
+        fresh = minicompiler.compile(model, mode="reduce-overhead")
+        same = xs[0]
+        for x in (same, same, torch.randn(64, 1024, device="cuda"), same):
+            torch.testing.assert_close(fresh(x), reference(x), **TOL)
     for _ in range(3):
         x = torch.randn(64, 1024, device="cuda")
         model.zero_grad()

@@ -5,10 +5,16 @@ driver work on the CPU; for small tensors that, not the GPU, sets the speed. A C
 records every launch of one call once, then replays them all with a single launch.
 
 A replay reads its inputs from, and writes its outputs to, the memory used while recording.
-So each call copies its input tensors into those *static* inputs (parameters, which stay at
-one address while an optimizer updates them in place, are read where they are), and the outputs
-are cloned out, because the next replay overwrites them (an output that is an input, such as a
-weight saved for the backward, is handed back as that input).
+An input that stays at one address from call to call is read where it is ("borrowed"):
+parameters, which an optimizer updates in place, module buffers such as BatchNorm's running
+statistics, and, in a training loop, the tensors a forward saves for its backward, which the
+caching allocator tends to hand out at the same addresses every step. The first call runs
+without a graph and notes the addresses; the second records, borrowing the inputs found at
+the same address again; a replay first checks that borrowed inputs have not moved (else it
+records again; after a few such moves only parameters are borrowed). Every other input is
+copied into a *static* tensor. Outputs are cloned out, because the next replay overwrites
+them (an output that is an input, such as a weight saved for the backward, is handed back as
+that input).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import torch
 from minicompiler.ir import map_structure
 
 Runner = Callable[[list[torch.Tensor]], Any]
+MAX_MOVED_RECORDINGS = 4  # recordings after which only parameters are read in place
 
 
 def _layout(tensors: list[torch.Tensor]) -> list[tuple]:
@@ -28,21 +35,25 @@ def _layout(tensors: list[torch.Tensor]) -> list[tuple]:
 
 
 class CUDAGraphRunner:
-    """Wraps `run(inputs)`; on CUDA inputs it records a CUDA graph on the first call and replays it.
-    A call with other shapes or a moved parameter records again."""
+    """Wraps `run(inputs)`; on CUDA inputs it records a CUDA graph on the second call and replays it.
+    A call with other shapes or a moved borrowed input records again."""
 
     def __init__(self, run: Runner) -> None:
         self.run = run
         self.graph: torch.cuda.CUDAGraph | None = None
         self.static_inputs: list[torch.Tensor] = []
-        self.borrowed: list[bool] = []  # read in place (a parameter) rather than copied in
+        self.borrowed: list[bool] = []  # read in place rather than copied in
         self.static_outputs: Any = None
         self.recordings = 0
+        self.last_addresses: list[int] | None = None  # of the call before the first recording
 
     def __call__(self, inputs: list[torch.Tensor]) -> Any:
         if not inputs or not all(t.is_cuda for t in inputs):
             return self.run(inputs)
         if not self._can_replay(inputs):
+            if self.last_addresses is None:  # the first call: note where its inputs live
+                self.last_addresses = [t.data_ptr() for t in inputs]
+                return self.run(inputs)
             self._record(inputs)
         for static, tensor, borrowed in zip(self.static_inputs, inputs, self.borrowed, strict=True):
             if not borrowed:
@@ -50,6 +61,19 @@ class CUDAGraphRunner:
         self.graph.replay()
         passed_through = {id(static): tensor for static, tensor in zip(self.static_inputs, inputs, strict=True)}
         return map_structure(lambda v: self._output(v, passed_through), self.static_outputs)
+
+    def _can_replay(self, inputs: list[torch.Tensor]) -> bool:
+        if self.graph is None or _layout(inputs) != _layout(self.static_inputs):
+            return False
+        return all(not borrowed or static.data_ptr() == tensor.data_ptr()
+                   for static, tensor, borrowed in zip(self.static_inputs, inputs, self.borrowed, strict=True))
+
+    def _borrowable(self, inputs: list[torch.Tensor]) -> list[bool]:
+        """Parameters; and inputs at the same address as in the call before, unless borrowed
+        inputs have moved too often (then each move would cost a recording)."""
+        stable = self.recordings < MAX_MOVED_RECORDINGS and self.last_addresses is not None
+        return [isinstance(t, torch.nn.Parameter) or (stable and t.data_ptr() == address)
+                for t, address in zip(inputs, self.last_addresses or [0] * len(inputs), strict=True)]
 
     @staticmethod
     def _output(value: Any, passed_through: dict[int, torch.Tensor]) -> Any:
@@ -59,14 +83,9 @@ class CUDAGraphRunner:
             return value
         return passed_through.get(id(value)) if id(value) in passed_through else value.clone()
 
-    def _can_replay(self, inputs: list[torch.Tensor]) -> bool:
-        if self.graph is None or _layout(inputs) != _layout(self.static_inputs):
-            return False
-        return all(not borrowed or static is tensor
-                   for static, tensor, borrowed in zip(self.static_inputs, inputs, self.borrowed, strict=True))
-
     def _record(self, inputs: list[torch.Tensor]) -> None:
-        self.borrowed = [isinstance(t, torch.nn.Parameter) for t in inputs]
+        self.borrowed = self._borrowable(inputs)
+        self.last_addresses = [t.data_ptr() for t in inputs]
         self.static_inputs = [t if borrowed else t.detach().clone()
                               for t, borrowed in zip(inputs, self.borrowed, strict=True)]
         # Warm up on a side stream first: the first calls build kernels and allocate, which a
