@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,7 +24,7 @@ from typing import Any
 
 import torch
 
-from minicompiler.bench.timing import copy_bandwidth, device_seconds, first_call_seconds, median_call_seconds
+from minicompiler.bench.timing import device_seconds, first_call_seconds, median_call_seconds
 from minicompiler.bench.workloads import WORKLOADS, Workload
 
 
@@ -73,20 +74,19 @@ def bench_workload(workload: Workload, device: str, repeats: int, vs_torch: bool
     return row
 
 
-def bandwidth(x: torch.Tensor, compiled: Any, tc: Any) -> dict[str, float]:
+def bandwidth(x: torch.Tensor, compiled: Any, tc: Any, rounds: int = 5) -> dict[str, float]:
     """GB/s moved by the compiled kernels, as a fraction of a plain copy's. On CUDA the kernels
-    are timed without launch overhead (CUDA graph replay), so this measures the kernels, not Python."""
+    are timed without launch overhead (CUDA graph replay), so this measures the kernels, not Python.
+    The copy and the kernels are timed in turn, `rounds` times, and each kernel is compared with
+    the copy of its own round (the copy itself varies by a few percent from moment to moment)."""
     moved = 2 * x.numel() * x.element_size()
-    if x.is_cuda:
-        timed = lambda fn: device_seconds(fn, (x,))
-        copy = moved / timed(torch.empty_like(x).copy_) / 1e9
-    else:
-        timed = lambda fn: median_call_seconds(fn, (x,))
-        copy = copy_bandwidth(x)
-    row = {"copy_bandwidth_GBps": copy, "mc_bandwidth_GBps": moved / timed(compiled) / 1e9}
-    row["mc_fraction_of_copy"] = row["mc_bandwidth_GBps"] / copy
-    if tc is not None:
-        row["tc_fraction_of_copy"] = moved / timed(tc) / 1e9 / copy
+    timed = (lambda fn: device_seconds(fn, (x,))) if x.is_cuda else (lambda fn: median_call_seconds(fn, (x,)))
+    kernels = {"copy": torch.empty_like(x).copy_, "mc": compiled, **({"tc": tc} if tc is not None else {})}
+    samples = [{name: moved / timed(fn) / 1e9 for name, fn in kernels.items()} for _ in range(rounds)]
+    row = {"copy_bandwidth_GBps": statistics.median(s["copy"] for s in samples),
+           "mc_bandwidth_GBps": statistics.median(s["mc"] for s in samples)}
+    for name in kernels.keys() - {"copy"}:
+        row[f"{name}_fraction_of_copy"] = statistics.median(s[name] / s["copy"] for s in samples)
     return row
 
 

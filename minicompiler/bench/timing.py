@@ -45,13 +45,6 @@ def first_call_seconds(fn: Callable, args: tuple[Any, ...]) -> float:
     return time.perf_counter() - start
 
 
-def copy_bandwidth(x: torch.Tensor, repeats: int = 20) -> float:
-    """Device-to-device copy bandwidth in GB/s (bytes read + bytes written per second)."""
-    out = torch.empty_like(x)
-    seconds = median_call_seconds(out.copy_, (x,), repeats)
-    return 2 * x.numel() * x.element_size() / seconds / 1e9
-
-
 def device_seconds(fn: Callable, args: tuple[Any, ...], repeats: int = 20, replays: int = 50) -> float:
     """Median GPU time per call of `fn(*args)`, without the CPU's launch overhead: the call is
     captured once in a CUDA graph and replayed, timed with CUDA events. This is the time the

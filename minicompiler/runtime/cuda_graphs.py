@@ -88,6 +88,8 @@ class CUDAGraphRunner:
         self.last_addresses = [t.data_ptr() for t in inputs]
         self.static_inputs = [t if borrowed else t.detach().clone()
                               for t, borrowed in zip(inputs, self.borrowed, strict=True)]
+        if self.graph is not None:
+            self.graph.reset()  # before the new recording: see the capture stream below
         # Warm up on a side stream first: the first calls build kernels and allocate, which a
         # recording must not contain.
         stream = torch.cuda.Stream()
@@ -97,6 +99,12 @@ class CUDAGraphRunner:
                 self.run(self.static_inputs)
         torch.cuda.current_stream().wait_stream(stream)
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph), torch.no_grad():
+        # Record on a stream of its own. cuBLAS keeps a workspace per stream, which a recorded
+        # matmul uses by address; on a stream shared with other graphs (PyTorch's default capture
+        # stream), destroying any one of them frees that workspace under the others, which then
+        # fault on replay (pytorch/pytorch#193402; torch.compile's CUDA graphs do destroy theirs).
+        # A fresh stream's workspace is allocated during this capture, in this graph's own memory.
+        capture_stream = torch.cuda.Stream()
+        with torch.cuda.graph(self.graph, stream=capture_stream), torch.no_grad():
             self.static_outputs = self.run(self.static_inputs)
         self.recordings += 1
