@@ -7,7 +7,7 @@ is not a multiple of BLOCK):
     def kernel_cos_cos(in_x, out_cos_1, BLOCK: tl.constexpr):
         xindex = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         xmask = xindex < 1000
-        tmp0 = tl.load(in_x + xindex, mask=xmask, eviction_policy="evict_first")
+        tmp0 = tl.load(in_x + xindex, mask=xmask)
         ...
 
 A reduction kernel gives each program XBLOCK rows, and sweeps their reduced dims RBLOCK
@@ -42,6 +42,10 @@ MAX_RBLOCK = 4096  # longer rows are swept in chunks
 # on 2 warps moved 81% of copy bandwidth for cos(cos(x)) and sin(x)+cos(x); 1024 on 4 warps 79-80%.
 POINTWISE_BLOCK = 512
 POINTWISE_WARPS = 2
+# L2 eviction policy for a pointwise kernel's loads of elements no other program reads, e.g.
+# "evict_first"; None: Triton's default. On the H100, "evict_first" made cos(cos(x)) over 4M
+# floats slower (77% of copy bandwidth instead of 82%; benchmarks/triton_block_sweep.py).
+STREAMING_LOADS: str | None = None
 
 # Math the interpreter (TRITON_INTERPRET=1) cannot take from libdevice, written with core
 # tl ops so one source runs on the GPU and on the CPU alike.
@@ -222,10 +226,9 @@ class TritonOps(KernelOps):
 
     def load(self, param: str, dtype: torch.dtype, index: str, level: Level) -> Value:
         options = [f"mask={mask}"] if (mask := self.mask(index)) else []
-        if self.kernel.kind == "pointwise" and index == self.xvar:
-            # each element is read once, by one program: no point keeping it in L2 (about 2% more
-            # bandwidth on an H100 for a streaming kernel like cos(cos(x)))
-            options.append('eviction_policy="evict_first"')
+        if self.kernel.kind == "pointwise" and index == self.xvar and STREAMING_LOADS:
+            # each element is read once, by one program: no point keeping it in L2
+            options.append(f'eviction_policy="{STREAMING_LOADS}"')
         text = f"tl.load({', '.join([f'{param} + {index}', *options])})"
         if dtype in (torch.float16, torch.bfloat16):
             return self.assign(f"{text}.to(tl.float32)", torch.float32)
