@@ -275,7 +275,7 @@ class CompiledFunction:
                            for source, dims in captured.dynamic_inputs]
         compiled = compile_graph(
             captured.graph, backend, time.perf_counter() - start, strict=self.backend != "auto", dynamic=dynamic,
-            cuda_graphs=self.mode == "reduce-overhead",
+            cuda_graphs=self.mode == "reduce-overhead", autotune=self.mode == "max-autotune",
         )
         compiled.report.guards = [g.description for g in captured.guards]
         report.graphs.append(compiled.report)
@@ -366,6 +366,8 @@ def compile(
 
     backend: "auto" (C++ for CPU tensors, Triton for CUDA tensors), "cpp", "triton", or "eager"
              (capture only: run the captured graph with torch ops).
+    mode: "default"; "reduce-overhead" (CUDA tensors: programs replayed from CUDA graphs);
+          "max-autotune" (Triton block sizes timed on the first call; C++: as default).
     fullgraph: raise GraphBreakError instead of falling back to eager when capture stops.
     """
     if backend not in BACKENDS:

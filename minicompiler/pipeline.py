@@ -7,6 +7,7 @@
       -> autograd    only when an input needs a gradient: joint graph -> forward + backward
       -> fuse        nodes grouped into kernels, with a reason for every refusal
       -> generate    C++ or Triton kernels plus a Python wrapper that calls them
+      (-> autotune   mode="max-autotune": Triton block sizes timed on the first call)
 
 Each step is timed and recorded in a GraphReport, and its result is kept in
 `CompiledGraph.artifacts` so a notebook can step through them.
@@ -18,6 +19,7 @@ under `torch.no_grad()`) and the training one (forward and backward graphs in a
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +35,7 @@ from minicompiler.fuse import fuse
 from minicompiler.ir import Graph, graph_to_python, run_graph
 from minicompiler.report import GraphReport, StageRecord
 from minicompiler.reporting import describe_fusion, describe_kernels, describe_schedule, node_lines
+from minicompiler.runtime.autotune import AutotunedModule
 from minicompiler.runtime.cuda_graphs import CUDAGraphRunner
 from minicompiler.simplify import simplify, simplify_with_log
 
@@ -56,6 +59,7 @@ class CompiledGraph:
     strict: bool = False
     dynamic: bool = False
     cuda_graphs: bool = False  # mode="reduce-overhead": replay CUDA tensors' programs from CUDA graphs
+    autotune: bool = False  # mode="max-autotune": Triton block sizes timed on the first call
     artifacts: dict[str, Any] = field(default_factory=dict)  # stage name -> its result
     _inference: Runner | None = None
     _training: Runner | None = None
@@ -93,7 +97,7 @@ class CompiledGraph:
         start = time.perf_counter()
         graph, casts = apply_autocast(self.graph, inputs)
         variant = compile_graph(graph, self.backend, time.perf_counter() - start, self.strict, self.dynamic,
-                                self.requires_grad, self.cuda_graphs)
+                                self.requires_grad, self.cuda_graphs, self.autotune)
         device, dtype = region
         variant.report.variant = f"torch.autocast({device!r}, dtype={dtype}): {casts} casts added"
         self.report.variants.append(variant.report)
@@ -129,8 +133,9 @@ class CompiledGraph:
         assert run_forward is not None and run_backward is not None
         return make_trainable(self._launcher(run_forward), self._launcher(run_backward), joint, saved)
 
-    def _lower(self, graph: Graph, stage_suffix: str, fallback: bool = True) -> CompiledModule | None:
-        """fuse + generate; None (and the reason in the report) if codegen fails and may fall back."""
+    def _lower(self, graph: Graph, stage_suffix: str, fallback: bool = True) -> Runner | None:
+        """fuse + generate (+ autotune); None (and the reason in the report) if codegen fails and
+        may fall back."""
         report = self.report
         schedule, record = _timed(report, "fuse" + stage_suffix, lambda: fuse(graph))
         record.text, record.language = describe_schedule(schedule), "text"
@@ -148,7 +153,15 @@ class CompiledGraph:
         report.kernels += describe_kernels(schedule, module)
         self.artifacts["fuse" + stage_suffix] = schedule
         self.artifacts["codegen" + stage_suffix] = module
+        if self.autotune and self.backend == "triton":
+            return AutotunedModule(schedule, self.dynamic, functools.partial(self._record_tuning, stage_suffix))
+        if self.autotune:
+            record.notes.append("max-autotune: C++ kernels have no launch parameters to tune; built as by default")
         return module
+
+    def _record_tuning(self, stage_suffix: str, module: CompiledModule, notes: list[str], seconds: float) -> None:
+        self.report.stages.append(StageRecord("autotune" + stage_suffix, seconds, module.wrapper_source, notes=notes))
+        self.artifacts["codegen" + stage_suffix] = module
 
     def _record_autograd(self, joint: JointGraph, forward: Graph, backward: Graph,
                          saved: list[SavedTensor]) -> None:
@@ -183,6 +196,7 @@ def compile_graph(
     dynamic: bool = False,
     requires_grad: Sequence[bool] | None = None,
     cuda_graphs: bool = False,
+    autotune: bool = False,
 ) -> CompiledGraph:
     """Take one captured graph through the stages for `backend` ("cpp", "triton" or "eager").
 
@@ -190,6 +204,7 @@ def compile_graph(
     (`compiled.run` decides: training when grad is enabled and an input requires grad).
     requires_grad: per input, whether it gets a gradient (default: the inputs' metadata says).
     cuda_graphs: replay the generated programs from CUDA graphs (mode="reduce-overhead").
+    autotune: time Triton launch configs on the first call of each program (mode="max-autotune").
     If code generation fails, `strict` re-raises the CodegenError; otherwise the graph runs with
     torch ops and the report says why."""
     report = GraphReport(backend)
@@ -198,7 +213,7 @@ def compile_graph(
     )
     if requires_grad is None:
         requires_grad = [p.meta is not None and p.meta.requires_grad for p in graph.inputs]
-    compiled = CompiledGraph(graph, backend, report, list(requires_grad), strict, dynamic, cuda_graphs,
+    compiled = CompiledGraph(graph, backend, report, list(requires_grad), strict, dynamic, cuda_graphs, autotune,
                              {"capture": graph})
     if backend == "eager":
         return compiled

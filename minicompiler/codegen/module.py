@@ -44,13 +44,15 @@ class CompiledModule:
         return f"{self.module_source}\n\n# ---- wrapper ----\n{self.wrapper_source}"
 
 
-def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False) -> CompiledModule:
+def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False,
+             launch_configs: dict[str, dict[str, int]] | None = None) -> CompiledModule:
     """Generate, compile and load the code for `schedule` with the `cpp` or `triton` backend.
 
     dynamic=True: kernels take their sizes as arguments instead of having them baked in, so the
     same kernel source (and compiled library, and JIT entry) serves every size of one pattern of
     rank, dtypes and broadcasting (see `codegen/sizes.py`); the wrapper reads the sizes from its
-    tensors' shapes at call time."""
+    tensors' shapes at call time. `launch_configs`: Triton block sizes per kernel name, from
+    autotuning (`runtime/autotune.py`); the kernels' text does not depend on them."""
     if backend not in ("cpp", "triton"):
         raise CodegenError(f"unknown backend {backend!r}: use 'cpp' or 'triton'")
     devices = {n.meta.device.type for n in schedule.graph.nodes if n.meta is not None}
@@ -70,7 +72,7 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
         module_text = triton.module_source(["\n".join(w.lines) for w in writers.values()])
         module = loader.load_python_module(module_text) if kernels else None
         launchers = {k.name: _launcher(getattr(module, k.name)) for k in kernels}
-        launch = functools.partial(triton.call_source, dynamic=dynamic)
+        launch = functools.partial(triton.call_source, dynamic=dynamic, configs=launch_configs)
     wrapper_text, constants = wrapper_source(schedule, launch, dynamic)
     namespace = {"torch": torch, "ops": OPS_NAMESPACE, **launchers, **constants}
     return CompiledModule(

@@ -173,6 +173,28 @@ def launch_config(kernel: Kernel, dynamic: bool = False) -> dict[str, int]:
     return {"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": 8 if xblock * rblock >= 2048 else 4}
 
 
+def candidate_configs(kernel: Kernel, dynamic: bool = False) -> list[dict[str, int]]:
+    """Launch configs mode="max-autotune" tries, the default first. Block sizes are constexpr
+    arguments, so every candidate launches the same kernel text; a pointwise kernel keeps
+    whether it needs a mask (the candidates' blocks divide its size as the default's does)."""
+    default = launch_config(kernel, dynamic)
+    sizes = KernelSizes(kernel, dynamic)
+    if kernel.kind == "pointwise":
+        numel = math.prod(sizes.domain)
+        fit = default["BLOCK"] if isinstance(numel, Symbol) else max(16, _next_power_of_2(numel))
+        options = [{"BLOCK": b, "num_warps": w} for b, w in
+                   ((256, 2), (512, 2), (512, 4), (1024, 4), (1024, 8), (2048, 8)) if b <= fit]
+        unmasked = isinstance(numel, int) and numel % default["BLOCK"] == 0
+        options = [c for c in options if (isinstance(numel, int) and numel % c["BLOCK"] == 0) == unmasked]
+    else:
+        longest = min(MAX_RBLOCK, _next_power_of_2(math.prod(kernel.domain[d] for d in kernel.reduction_dims)))
+        rows = sizes.rows if isinstance(sizes.rows, int) else 1 << 20
+        options = [{"XBLOCK": x, "RBLOCK": r, "num_warps": w}
+                   for r in dict.fromkeys((longest, max(16, longest // 4))) for x in (1, 4, 16) for w in (4, 8)
+                   if x <= _next_power_of_2(rows) and x * r <= 8192]
+    return [default] + [c for c in options if c != default]
+
+
 class TritonOps(KernelOps):
     templates = TEMPLATES
     floordiv, xvar, rvar = "//", "xindex", "rindex"
@@ -309,10 +331,12 @@ def kernel_source(kernel: Kernel, dynamic: bool = False) -> CodeWriter:
     return w
 
 
-def call_source(kernel: Kernel, buffers: list[str], sizes: list[str], dynamic: bool = False) -> str:
+def call_source(kernel: Kernel, buffers: list[str], sizes: list[str], dynamic: bool = False,
+                configs: dict[str, dict[str, int]] | None = None) -> str:
     """The wrapper line that launches the kernel: its grid is a number, or, for a dynamic kernel,
-    computed from the size variables the wrapper bound (size0, ...)."""
-    config = launch_config(kernel, dynamic)
+    computed from the size variables the wrapper bound (size0, ...). `configs` (kernel name ->
+    launch config, from autotuning) overrides `launch_config`."""
+    config = (configs or {}).get(kernel.name) or launch_config(kernel, dynamic)
     block = config["BLOCK"] if kernel.kind == "pointwise" else config["XBLOCK"]
     rows = KernelSizes(kernel, dynamic).rows
     grid = f"({rows} + {block - 1}) // {block}" if dynamic else str(-(-rows // block))

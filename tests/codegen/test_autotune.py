@@ -1,0 +1,81 @@
+"""mode="max-autotune": Triton launch configs timed on the first call (through the Triton
+interpreter here: the choice is meaningless for speed, but the mechanism and the results are real)."""
+
+import torch
+import torch.nn.functional as F
+
+import minicompiler
+from minicompiler.codegen.triton import candidate_configs, launch_config
+from minicompiler.fuse import fuse
+from minicompiler.ir import Graph, TensorMeta
+
+
+def softmax_of_cosines(x, w):
+    return F.softmax(torch.cos(x) @ w, dim=-1) * 2
+
+
+def kernels_of(shape, op):
+    g = Graph()
+    x = g.placeholder("x", TensorMeta(shape, torch.float32))
+    g.output(g.call("sum", x, (1,), True) if op == "sum" else g.call("cos", x))
+    return fuse(g).kernels
+
+
+def test_max_autotune_picks_a_config_per_kernel_and_matches_eager():
+    compiled = minicompiler.compile(softmax_of_cosines, backend="triton", mode="max-autotune")
+    for _ in range(2):  # the first call tunes, the second runs the tuned program
+        x, w = torch.randn(16, 8), torch.randn(8, 12)
+        torch.testing.assert_close(compiled(x, w), softmax_of_cosines(x, w))
+    graph = compiled.report.graphs[0]
+    tuned = graph.stage("autotune")
+    triton_kernels = [k.name for k in graph.kernels if k.kind in ("pointwise", "reduction")]
+    assert [note.split(":")[0] for note in tuned.notes] == triton_kernels
+    assert all(" tried (default " in note for note in tuned.notes)
+    assert "kernel_cos[(" in tuned.text and "XBLOCK=" in tuned.text  # the tuned wrapper's launch lines
+
+
+def test_candidates_start_with_the_default_and_keep_the_mask_decision():
+    for shape in ((64, 32), (10, 100)):  # 2048 elements: no mask; 1000: masked
+        [kernel] = kernels_of(shape, "cos")
+        candidates = candidate_configs(kernel)
+        assert candidates[0] == launch_config(kernel) and len(candidates) > 1
+        numel = shape[0] * shape[1]
+        assert len({numel % c["BLOCK"] == 0 for c in candidates}) == 1
+    [reduction] = kernels_of((3, 5000), "sum")
+    assert all(c["XBLOCK"] <= 4 for c in candidate_configs(reduction))  # no more rows per program than rows
+
+
+def test_tuning_runs_do_not_move_the_random_stream():
+    def noisy(x):
+        return F.dropout(torch.cos(x), 0.5) + 1
+
+    draws = []
+    for mode in ("default", "max-autotune"):
+        compiled = minicompiler.compile(noisy, backend="triton", mode=mode)
+        torch.manual_seed(0)
+        first = compiled(torch.randn(64))
+        draws.append((first, torch.rand(4)))
+    torch.testing.assert_close(draws[0][0], draws[1][0])
+    torch.testing.assert_close(draws[0][1], draws[1][1])
+
+
+def test_max_autotune_on_the_cpp_backend_says_there_is_nothing_to_tune():
+    compiled = minicompiler.compile(softmax_of_cosines, backend="cpp", mode="max-autotune")
+    x, w = torch.randn(16, 8), torch.randn(8, 12)
+    torch.testing.assert_close(compiled(x, w), softmax_of_cosines(x, w))
+    assert any("no launch parameters to tune" in n for n in compiled.report.graphs[0].stage("codegen").notes)
+
+
+def test_training_tunes_the_forward_and_the_backward_on_their_first_calls():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16))
+    compiled = minicompiler.compile(model, backend="triton", mode="max-autotune")
+    x = torch.randn(4, 8)
+    compiled(x).square().sum().backward()
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model(x).square().sum().backward()
+    for g, p in zip(got, model.parameters(), strict=True):
+        torch.testing.assert_close(g, p.grad, rtol=1e-3, atol=1e-4)  # other block sizes: other sum orders
+    stages = [s.name for s in compiled.report.graphs[0].stages]
+    assert "autotune (forward)" in stages and "autotune (backward)" in stages
