@@ -73,7 +73,7 @@ def check_cuda_graphs() -> list[str]:
         outs = [compiled(x) for x in xs]  # earlier outputs must not be overwritten by later replays
         for x, out in zip(xs, outs, strict=True):
             torch.testing.assert_close(out, reference(x), **TOL)
-        # the same tensor twice: recorded reading it in place; then one at another address, and back
+        # the same tensor twice: recorded reading it in place; then another tensor, and back
         fresh = minicompiler.compile(model, mode="reduce-overhead")
         same = xs[0]
         for x in (same, same, torch.randn(64, 1024, device="cuda"), same):

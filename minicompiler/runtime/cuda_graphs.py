@@ -5,13 +5,12 @@ driver work on the CPU; for small tensors that, not the GPU, sets the speed. A C
 records every launch of one call once, then replays them all with a single launch.
 
 A replay reads its inputs from, and writes its outputs to, the memory used while recording.
-An input that stays at one address from call to call is read where it is ("borrowed"):
-parameters, which an optimizer updates in place, module buffers such as BatchNorm's running
-statistics, and, in a training loop, the tensors a forward saves for its backward, which the
-caching allocator tends to hand out at the same addresses every step. The first call runs
-without a graph and notes the addresses; the second records, borrowing the inputs found at
-the same address again; a replay first checks that borrowed inputs have not moved (else it
-records again; after a few such moves only parameters are borrowed). Every other input is
+An input that is the very same tensor as in the call before is read where it is ("borrowed"):
+parameters, which an optimizer updates in place, and module buffers such as BatchNorm's
+running statistics. The first call runs without a graph and notes its inputs; the second
+records, borrowing the inputs it finds again; a replay checks that borrowed inputs are still
+the same tensors (else it records again; after a few such changes only parameters are
+borrowed). Every other input (a new batch, the tensors a forward saved for its backward) is
 copied into a *static* tensor. Outputs are cloned out, because the next replay overwrites
 them (an output that is an input, such as a weight saved for the backward, is handed back as
 that input).
@@ -19,6 +18,7 @@ that input).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +27,7 @@ import torch
 from minicompiler.ir import map_structure
 
 Runner = Callable[[list[torch.Tensor]], Any]
-MAX_MOVED_RECORDINGS = 4  # recordings after which only parameters are read in place
+MAX_CHANGED_RECORDINGS = 4  # recordings after which only parameters are read in place
 
 
 def _layout(tensors: list[torch.Tensor]) -> list[tuple]:
@@ -36,23 +36,25 @@ def _layout(tensors: list[torch.Tensor]) -> list[tuple]:
 
 class CUDAGraphRunner:
     """Wraps `run(inputs)`; on CUDA inputs it records a CUDA graph on the second call and replays it.
-    A call with other shapes or a moved borrowed input records again."""
+    A call with other shapes or another tensor in place of a borrowed input records again."""
 
     def __init__(self, run: Runner) -> None:
         self.run = run
         self.graph: torch.cuda.CUDAGraph | None = None
         self.static_inputs: list[torch.Tensor] = []
         self.borrowed: list[bool] = []  # read in place rather than copied in
+        self.addresses: list[int] = []  # where each static input was when the graph was recorded
         self.static_outputs: Any = None
         self.recordings = 0
-        self.last_addresses: list[int] | None = None  # of the call before the first recording
+        # the inputs of the call before a recording (weakly: a batch need not stay alive for this)
+        self.previous: list[weakref.ref[torch.Tensor]] | None = None
 
     def __call__(self, inputs: list[torch.Tensor]) -> Any:
         if not inputs or not all(t.is_cuda for t in inputs):
             return self.run(inputs)
         if not self._can_replay(inputs):
-            if self.last_addresses is None:  # the first call: note where its inputs live
-                self.last_addresses = [t.data_ptr() for t in inputs]
+            if self.previous is None:  # the first call: note its inputs
+                self.previous = [weakref.ref(t) for t in inputs]
                 return self.run(inputs)
             self._record(inputs)
         for static, tensor, borrowed in zip(self.static_inputs, inputs, self.borrowed, strict=True):
@@ -65,15 +67,18 @@ class CUDAGraphRunner:
     def _can_replay(self, inputs: list[torch.Tensor]) -> bool:
         if self.graph is None or _layout(inputs) != _layout(self.static_inputs):
             return False
-        return all(not borrowed or static.data_ptr() == tensor.data_ptr()
-                   for static, tensor, borrowed in zip(self.static_inputs, inputs, self.borrowed, strict=True))
+        # the same tensor, and still over the same memory (`param.data = ...` would move it)
+        return all(not borrowed or (static is tensor and tensor.data_ptr() == address)
+                   for static, tensor, borrowed, address
+                   in zip(self.static_inputs, inputs, self.borrowed, self.addresses, strict=True))
 
     def _borrowable(self, inputs: list[torch.Tensor]) -> list[bool]:
-        """Parameters; and inputs at the same address as in the call before, unless borrowed
-        inputs have moved too often (then each move would cost a recording)."""
-        stable = self.recordings < MAX_MOVED_RECORDINGS and self.last_addresses is not None
-        return [isinstance(t, torch.nn.Parameter) or (stable and t.data_ptr() == address)
-                for t, address in zip(inputs, self.last_addresses or [0] * len(inputs), strict=True)]
+        """Parameters; and inputs that are the same tensors as in the call before, unless borrowed
+        inputs have changed too often (then each change would cost a recording)."""
+        stable = self.recordings < MAX_CHANGED_RECORDINGS
+        previous = [ref() for ref in self.previous] if self.previous else [None] * len(inputs)
+        return [isinstance(t, torch.nn.Parameter) or (stable and t is before)
+                for t, before in zip(inputs, previous, strict=True)]
 
     @staticmethod
     def _output(value: Any, passed_through: dict[int, torch.Tensor]) -> Any:
@@ -85,9 +90,10 @@ class CUDAGraphRunner:
 
     def _record(self, inputs: list[torch.Tensor]) -> None:
         self.borrowed = self._borrowable(inputs)
-        self.last_addresses = [t.data_ptr() for t in inputs]
+        self.previous = [weakref.ref(t) for t in inputs]
         self.static_inputs = [t if borrowed else t.detach().clone()
                               for t, borrowed in zip(inputs, self.borrowed, strict=True)]
+        self.addresses = [t.data_ptr() for t in self.static_inputs]
         if self.graph is not None:
             self.graph.reset()  # before the new recording: see the capture stream below
         # Warm up on a side stream first: the first calls build kernels and allocate, which a
