@@ -27,8 +27,9 @@ class AutocastError(ValueError):
 
 
 def autocast_state(device_types: Iterable[str]) -> tuple[str, torch.dtype] | None:
-    """(device type, dtype) of the autocast region enclosing this call, if any."""
-    for device in sorted(device_types):
+    """(device type, dtype) of the autocast region enclosing this call, if any (the first of
+    `device_types`, in their order, that has one)."""
+    for device in device_types:
         if torch.is_autocast_enabled(device):
             return device, torch.get_autocast_dtype(device)
     return None

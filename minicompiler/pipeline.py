@@ -68,7 +68,7 @@ class CompiledGraph:
 
     def __post_init__(self) -> None:
         # where autocast could be on for this graph (checked on every call, so computed once)
-        self.device_types = {p.meta.device.type for p in self.graph.inputs if p.meta is not None} or {"cpu"}
+        self.device_types = sorted({p.meta.device.type for p in self.graph.inputs if p.meta is not None} or {"cpu"})
 
     def run(self, inputs: list[torch.Tensor]) -> Any:
         if (region := autocast_state(self.device_types)) is not None:
