@@ -10,7 +10,11 @@ Reduction kernel, for each row:
     ...
     last sweep: element values stored to memory (softmax's output needs both reductions)
 Each sweep recomputes the element values it needs from the inputs: cheap arithmetic
-instead of an intermediate buffer.
+instead of an intermediate buffer. A backend that can keep a row in a small local array
+(C++, rows of known length: `ops.row_cache_limit`) instead saves the element values a later
+sweep needs as the first sweep computes them, and later sweeps read them back: LayerNorm
+after GELU then computes erf once per element, not once per sweep, and every sweep sees the
+very same bits.
 """
 
 from __future__ import annotations
@@ -85,10 +89,14 @@ class Sweep:
     reductions: list[Node] = field(default_factory=list)
     stores: list[Node] = field(default_factory=list)  # element values stored in this sweep
     nodes: list[Node] = field(default_factory=list)  # element values it computes
+    cache_writes: list[Node] = field(default_factory=list)  # of `nodes`, kept for later sweeps
+    cache_reads: list[Node] = field(default_factory=list)  # element values an earlier sweep kept
 
 
-def plan_sweeps(kernel: Kernel, stored: set[Node]) -> tuple[list[list[Node]], list[Sweep]]:
-    """(row values per stage, sweeps) of a reduction kernel; see the module docstring."""
+def plan_sweeps(kernel: Kernel, stored: set[Node], cache_rows: bool = False) -> tuple[list[list[Node]], list[Sweep]]:
+    """(row values per stage, sweeps) of a reduction kernel; see the module docstring.
+    `cache_rows`: a later sweep reads the element values an earlier one computed from the row
+    cache, rather than computing them again."""
     ready: dict[Node, int] = {}  # how many sweeps must finish before a node can be computed
     for node in kernel.nodes:
         before = max((ready[i] for i in node.inputs() if i in ready), default=0)
@@ -102,15 +110,25 @@ def plan_sweeps(kernel: Kernel, stored: set[Node]) -> tuple[list[list[Node]], li
     for e in element_stores:
         sweeps[ready[e]].stores.append(e)
     members = set(kernel.nodes)
+    computed_in: dict[Node, Sweep] = {}  # element value -> the first sweep that computes it
     for sweep in sweeps:
         needed: set[Node] = set()
         pending = [i for r in sweep.reductions for i in r.inputs()] + sweep.stores
         while pending:
             node = pending.pop()
-            if node in members and not kernel.is_row_value(node) and node not in needed:
-                needed.add(node)
-                pending += node.inputs()
+            if node not in members or kernel.is_row_value(node) or node in needed:
+                continue
+            if cache_rows and node in computed_in:
+                sweep.cache_reads.append(node)
+                computed_in[node].cache_writes.append(node)
+                continue
+            needed.add(node)
+            pending += node.inputs()
         sweep.nodes = [n for n in kernel.nodes if n in needed]
+        computed_in.update((n, sweep) for n in sweep.nodes)
+    for sweep in sweeps:
+        sweep.cache_reads = [n for n in kernel.nodes if n in set(sweep.cache_reads)]
+        sweep.cache_writes = [n for n in kernel.nodes if n in set(sweep.cache_writes)]
     row_values = [n for n in kernel.nodes if OPS[n.op].kind != "reduction" and kernel.is_row_value(n)]
     stages = [[n for n in row_values if ready[n] == k] for k in range(count + 1)]
     return stages, sweeps
@@ -132,7 +150,9 @@ class BodyWriter:
             for node in self.kernel.nodes:
                 self.compute(node, "element", scope)
             return
-        stages, sweeps = plan_sweeps(self.kernel, self.stored)
+        stages, sweeps = self._plan()
+        for node in (n for sweep in sweeps for n in sweep.cache_writes):
+            self.ops.declare_row_cache(node)
         row_scope: dict[Any, Value] = {}
         for k, stage in enumerate(stages):
             for node in stage:
@@ -147,8 +167,14 @@ class BodyWriter:
                 accumulators.append((ops.reduction_init(r.op, compute_dtype(r.meta.dtype)), r.op))
         with ops.sweep(accumulators):
             scope = dict(row_scope)  # element values live in the loop: they do not leak out
+            for node in sweep.cache_reads:
+                with ops.writer.origin(node):
+                    scope[node] = ops.read_row_cache(node)
             for node in sweep.nodes:
                 self.compute(node, "element", scope, store=node in sweep.stores)
+                if node in sweep.cache_writes:
+                    with ops.writer.origin(node):
+                        ops.write_row_cache(node, scope[node])
             for r, (acc, op) in zip(sweep.reductions, accumulators, strict=True):
                 with ops.writer.origin(r):
                     value = self.operand(r.args[0], compute_dtype(r.meta.dtype), scope, "element")
@@ -157,6 +183,17 @@ class BodyWriter:
             with ops.writer.origin(r):
                 row_scope[r] = self.rounded(r, ops.reduction_result(acc, op, compute_dtype(r.meta.dtype)))
                 self.store_if_needed(r, row_scope[r], "row")
+
+    def _plan(self) -> tuple[list[list[Node]], list[Sweep]]:
+        """The sweeps, with a row cache where the backend keeps one and the row's cached values
+        fit it (rows of a size known only at run time never do)."""
+        length, limit = self.ops.sizes.row_length, self.ops.row_cache_limit
+        if limit and isinstance(length, int):
+            stages, sweeps = plan_sweeps(self.kernel, self.stored, cache_rows=True)
+            cached = [n for sweep in sweeps for n in sweep.cache_writes]
+            if length * sum(compute_dtype(n.meta.dtype).itemsize for n in cached) <= limit:
+                return stages, sweeps
+        return plan_sweeps(self.kernel, self.stored)
 
     def compute(self, node: Node, level: Level, scope: dict[Any, Value], store: bool = True) -> None:
         with self.ops.writer.origin(node):

@@ -117,6 +117,7 @@ class KernelOps(abc.ABC):
     write constants, casts, loads, stores and the reduction accumulators."""
 
     templates: ClassVar[dict[str, str]]
+    row_cache_limit: ClassVar[int] = 0  # bytes of element values a row may keep between sweeps
     floordiv: ClassVar[str]  # integer division in index expressions
     xvar: ClassVar[str]  # the loop index over rows (or over all elements, pointwise)
     rvar: ClassVar[str]  # the loop index over the reduced dims
@@ -209,6 +210,17 @@ class KernelOps(abc.ABC):
     @abc.abstractmethod
     def sweep(self, accumulators: list[tuple[str, str]]) -> contextlib.AbstractContextManager[None]:
         """The loop over the reduced dims of one row; `accumulators` are (name, op) pairs."""
+
+    # A row cache (only where `row_cache_limit` is set): an array per node, one entry per element
+    # of the row, written in the sweep that computes the node and read in later ones.
+    def declare_row_cache(self, node: Node) -> None:
+        raise NotImplementedError(f"{type(self).__name__} keeps no row cache")
+
+    def write_row_cache(self, node: Node, value: Value) -> None:
+        raise NotImplementedError(f"{type(self).__name__} keeps no row cache")
+
+    def read_row_cache(self, node: Node) -> Value:
+        raise NotImplementedError(f"{type(self).__name__} keeps no row cache")
 
 
 def reduction_identity(op: str, dtype: torch.dtype) -> bool | int | float:

@@ -38,6 +38,7 @@ from minicompiler.codegen.common import (
 )
 from minicompiler.codegen.sizes import Extent, KernelSizes, index_terms, render_index
 from minicompiler.fuse.schedule import Kernel
+from minicompiler.ir.graph import Node
 from minicompiler.runtime import loader
 
 PARALLEL_THRESHOLD = 32768  # fewer elements than this: one thread beats waking OpenMP's team
@@ -149,6 +150,7 @@ OMP_REDUCTION = {"sum": "+", "amax": "max_propagate_nan", "amin": "min_propagate
 
 
 class CppOps(KernelOps):
+    row_cache_limit = 64 * 1024  # a row's cached element values live on the thread's stack
     templates = TEMPLATES
     floordiv, xvar, rvar = "/", "x", "r"
 
@@ -223,6 +225,23 @@ class CppOps(KernelOps):
 
     def reduction_result(self, acc: str, op: str, dtype: torch.dtype) -> Value:
         return Value(acc, dtype)
+
+    def declare_row_cache(self, node: Node) -> None:
+        dtype = compute_dtype(node.meta.dtype)
+        self.writer.line(f"{self.type_name(dtype)} cache_{node.name}[{self.sizes.row_length}];")
+
+    def write_row_cache(self, node: Node, value: Value) -> None:
+        self.writer.line(f"cache_{node.name}[{self._row_position()}] = {value};")
+
+    def read_row_cache(self, node: Node) -> Value:
+        return self.assign(f"cache_{node.name}[{self._row_position()}]", compute_dtype(node.meta.dtype))
+
+    def _row_position(self) -> str:
+        """Which element of the row the sweep is at, counted from 0."""
+        outer, inner = self._split_reduced_dims()
+        if not outer:
+            return self.rvar
+        return f"ro * {math.prod(self.sizes.domain[d] for d in inner)} + ri"
 
     @contextlib.contextmanager
     def sweep(self, accumulators: list[tuple[str, str]]) -> Iterator[None]:
