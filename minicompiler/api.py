@@ -38,7 +38,15 @@ from minicompiler.capture.records import MAX_TRACE_STEPS, STATUS_RANK, TraceLog
 from minicompiler.pipeline import BACKENDS, CompiledGraph, compile_graph
 from minicompiler.report import CompileReport, GraphBreakInfo, InstructionInfo
 
-MODES = ("default", "reduce-overhead", "max-autotune")
+# torch.compile's modes, and what each switches on here: (CUDA graphs, autotuned launch configs)
+MODES = {
+    "default": (False, False),
+    "reduce-overhead": (True, False),
+    "max-autotune": (True, True),
+    "max-autotune-no-cudagraphs": (False, True),
+}
+# torch.compile(options=...) keys understood (TorchInductor's names), and which switch each sets
+OPTIONS = {"triton.cudagraphs": 0, "max_autotune": 1}
 CACHE_SIZE_LIMIT = 8
 MAX_SIZES_PER_ENTRY = 32  # graphs kept per dynamic entry (one per set of sizes seen)
 
@@ -83,10 +91,13 @@ def _function_info(fn: Callable) -> tuple[str, str, int, str]:
 class CompiledFunction:
     """What `minicompiler.compile(fn)` returns: call it like `fn`; read `.report`."""
 
-    def __init__(self, fn: Callable, backend: str, mode: str, dynamic: bool | None, fullgraph: bool):
+    def __init__(self, fn: Callable, backend: str, mode: str, dynamic: bool | None, fullgraph: bool,
+                 options: dict[str, Any] | None = None):
         self.fn = fn
         self.backend = backend
         self.mode = mode
+        self.options = dict(options or {})
+        self.cuda_graphs, self.autotune = _switches(mode, self.options)
         self.dynamic = dynamic
         self.fullgraph = fullgraph
         self.cache: list[CacheEntry] = []
@@ -275,7 +286,7 @@ class CompiledFunction:
                            for source, dims in captured.dynamic_inputs]
         compiled = compile_graph(
             captured.graph, backend, time.perf_counter() - start, strict=self.backend != "auto", dynamic=dynamic,
-            cuda_graphs=self.mode == "reduce-overhead", autotune=self.mode == "max-autotune",
+            cuda_graphs=self.cuda_graphs, autotune=self.autotune,
         )
         compiled.report.guards = [g.description for g in captured.guards]
         report.graphs.append(compiled.report)
@@ -349,9 +360,9 @@ def _break_info(error: Unsupported) -> GraphBreakInfo:
 
 
 @overload
-def compile(fn: Callable, **options: Any) -> CompiledFunction: ...
+def compile(fn: Callable, **settings: Any) -> CompiledFunction: ...
 @overload
-def compile(fn: None = None, **options: Any) -> Callable[[Callable], CompiledFunction]: ...
+def compile(fn: None = None, **settings: Any) -> Callable[[Callable], CompiledFunction]: ...
 
 
 def compile(
@@ -361,19 +372,43 @@ def compile(
     mode: str = "default",
     dynamic: bool | None = None,
     fullgraph: bool = False,
-) -> CompiledFunction | Callable[[Callable], CompiledFunction]:
+    options: dict[str, Any] | None = None,
+    disable: bool = False,
+) -> Any:
     """Compile a function or nn.Module. Works as `compile(fn)`, `@compile` and `@compile(backend=...)`.
+    The parameters are torch.compile's:
 
     backend: "auto" (C++ for CPU tensors, Triton for CUDA tensors), "cpp", "triton", or "eager"
              (capture only: run the captured graph with torch ops).
     mode: "default"; "reduce-overhead" (CUDA tensors: programs replayed from CUDA graphs);
-          "max-autotune" (Triton block sizes timed on the first call; C++: as default).
+          "max-autotune" (also Triton block sizes timed on the first call; C++ has none to tune);
+          "max-autotune-no-cudagraphs" (the tuning without the CUDA graphs).
+    dynamic: True: sizes may change without recompiling; None: a size that changed once is
+             treated as dynamic from the recompile on; False: every size is guarded.
     fullgraph: raise GraphBreakError instead of falling back to eager when capture stops.
+    options: instead of a mode, {"triton.cudagraphs": bool, "max_autotune": bool}.
+    disable: return `fn` itself, uncompiled.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    _switches(mode, options or {})  # a bad mode or option fails here, not at the first call
+    if disable:
+        return fn if fn is not None else (lambda f: f)
+    if fn is None:
+        return lambda f: CompiledFunction(f, backend, mode, dynamic, fullgraph, options)
+    return CompiledFunction(fn, backend, mode, dynamic, fullgraph, options)
+
+
+def _switches(mode: str, options: dict[str, Any]) -> tuple[bool, bool]:
+    """(CUDA graphs, autotuning) for a mode or, instead of one, options (as torch.compile)."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    if fn is None:
-        return lambda f: CompiledFunction(f, backend, mode, dynamic, fullgraph)
-    return CompiledFunction(fn, backend, mode, dynamic, fullgraph)
+    if options and mode != "default":
+        raise ValueError("give a mode or options, not both (as torch.compile)")
+    if unknown := sorted(set(options) - set(OPTIONS)):
+        raise ValueError(f"unknown option(s) {', '.join(unknown)}; minicompiler understands "
+                         f"{', '.join(OPTIONS)}")
+    switches = list(MODES[mode])
+    for key, value in options.items():
+        switches[OPTIONS[key]] = bool(value)
+    return switches[0], switches[1]

@@ -26,6 +26,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
+from minicompiler.api import MODES
 from minicompiler.notebook.cell import cell_function
 from minicompiler.notebook.charts import (
     Chart,
@@ -40,7 +41,6 @@ from minicompiler.notebook.views import ReportView, UnknownViewError
 from minicompiler.report import CompileReport
 
 BACKENDS = ("auto", "cpp", "triton", "eager")
-MODES = ("default", "reduce-overhead", "max-autotune")
 
 
 def _compiler() -> Any:

@@ -110,7 +110,7 @@ class GuardWhatIf(Stepper):
         self.outcome = WhatIf(what, failing.description if failing else None)
         if failing is not None:
             fresh = compile_fn(self.compiled.fn, backend=self.compiled.backend, mode=self.compiled.mode,
-                               dynamic=self.compiled.dynamic)
+                               dynamic=self.compiled.dynamic, options=self.compiled.options)
             try:
                 fresh(*args, **self.kwargs)
             except Exception as error:  # the user's function rejects the new input: say so

@@ -79,3 +79,31 @@ def test_training_tunes_the_forward_and_the_backward_on_their_first_calls():
         torch.testing.assert_close(g, p.grad, rtol=1e-3, atol=1e-4)  # other block sizes: other sum orders
     stages = [s.name for s in compiled.report.graphs[0].stages]
     assert "autotune (forward)" in stages and "autotune (backward)" in stages
+
+
+def test_modes_options_and_disable_follow_torch_compile():
+    fn = softmax_of_cosines
+    cases = [  # how it is asked -> (CUDA graphs, autotuning)
+        ({"mode": "default"}, (False, False)),
+        ({"mode": "reduce-overhead"}, (True, False)),
+        ({"mode": "max-autotune"}, (True, True)),
+        ({"mode": "max-autotune-no-cudagraphs"}, (False, True)),
+        ({"options": {"max_autotune": True}}, (False, True)),
+        ({"options": {"triton.cudagraphs": True, "max_autotune": False}}, (True, False)),
+    ]
+    for asked, switches in cases:
+        compiled = minicompiler.compile(fn, **asked)
+        assert (compiled.cuda_graphs, compiled.autotune) == switches
+    compiled = minicompiler.compile(fn, backend="triton", options={"max_autotune": True})
+    x, w = torch.randn(16, 8), torch.randn(8, 12)
+    torch.testing.assert_close(compiled(x, w), fn(x, w))
+    assert compiled.report.graphs[0].stage("autotune").notes
+    assert minicompiler.compile(fn, disable=True) is fn
+    for bad, message in (({"mode": "fastest"}, "unknown mode"), ({"options": {"freezing": True}}, "freezing"),
+                         ({"mode": "max-autotune", "options": {"max_autotune": True}}, "not both")):
+        try:
+            minicompiler.compile(fn, **bad)
+        except ValueError as error:
+            assert message in str(error)
+        else:
+            raise AssertionError(f"{bad} was accepted")
