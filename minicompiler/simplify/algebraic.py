@@ -27,6 +27,9 @@ class Rule:
     name: str  # the identity, e.g. "x*1 -> x"; the log prints it
     pattern: Pattern
     rewrite: Callable[..., Any]  # (graph, **variables) -> replacement node, or None
+    # only where the node the pattern's first argument matched has no other user: else the
+    # rewrite would compute it twice (a matmul, say)
+    sole_use: bool = False
 
 
 def _zeros_unless_float(g: Graph, x: Node) -> Node | None:
@@ -56,6 +59,20 @@ def _same_shape_and_dtype(a: Node, b: Node) -> bool:
 
 def _is_identity(dims: Sequence[int]) -> bool:
     return all(d % len(dims) == i for i, d in enumerate(dims))
+
+
+def _swaps_last_two(dims: Sequence[int]) -> bool:
+    n = len(dims)
+    return n >= 2 and [d % n for d in dims] == [*range(n - 2), n - 1, n - 2]
+
+
+def _transposed_product(g: Graph, a: Node, b: Node, dims: Sequence[int]) -> Node | None:
+    # (a @ b)^T = b^T @ a^T, for operands of the result's rank (no broadcasting). A weight's
+    # gradient comes out of the VJP as (x^T @ g)^T: as g^T @ x it is contiguous, as eager's is,
+    # and BLAS computes it several times faster (a wide output instead of a tall thin one).
+    if not _swaps_last_two(dims) or not a.meta.ndim == b.meta.ndim == len(dims):
+        return None
+    return g.call("matmul", g.call("permute", b, tuple(dims)), g.call("permute", a, tuple(dims)))
 
 
 RULES: list[Rule] = [
@@ -93,16 +110,28 @@ RULES: list[Rule] = [
         P("permute", P("permute", "x", Arg("p")), Arg("q")),
         lambda g, x, p, q: g.call("permute", x, tuple(p[i] for i in q)),
     ),
+    Rule("permute(a @ b) -> permute(b) @ permute(a)", P("permute", P("matmul", "a", "b"), Arg("dims")),
+         _transposed_product, sole_use=True),
 ]
+
+
+def _sole_use(node: Node, users: dict[Node, list[Node]]) -> bool:
+    """Is `node` the only reader of its first argument (a node)?"""
+    first = node.args[0] if node.args else None
+    return isinstance(first, Node) and len(users[first]) == 1
 
 
 def apply_algebraic_rules(graph: Graph, log: list[str] | None = None, rules: Sequence[Rule] = RULES) -> Graph:
     """A new graph where each node matching a rule is replaced by the rule's rewrite."""
 
+    users = graph.users()
+
     def rule(new: Graph, node: Node, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Node | None:
         if kwargs:  # patterns match positional arguments only
             return None
         for candidate in rules:
+            if candidate.sole_use and not _sole_use(node, users):
+                continue
             variables = match_call(candidate.pattern, node.op, args, {})
             if variables is None:
                 continue

@@ -66,6 +66,12 @@ RULE_EXAMPLES: dict[str, tuple[Build, list[str], tuple[int, ...]]] = {
     "permute(permute(x)) -> one permute": (
         lambda g, x: g.call("permute", g.call("permute", x, (1, 2, 0)), (0, 2, 1)), ["permute"], (2, 3, 4)
     ),
+    # a weight's gradient: (x^T @ g)^T -> g^T @ x (here x^T @ x, batched; the next round of
+    # simplify folds the permute of the permute)
+    "permute(a @ b) -> permute(b) @ permute(a)": (
+        lambda g, x: g.call("permute", g.call("matmul", g.call("permute", x, (0, 2, 1)), x), (0, 2, 1)),
+        ["permute", "permute", "permute", "matmul"], (2, 3, 4),
+    ),
 }
 
 
@@ -95,6 +101,9 @@ def test_rule_fires_and_keeps_the_result(rule) -> None:
         ("2**-20 is subnormal in float16", lambda g, x: g.call("div", x, 2.0**20), (3,), torch.float16),
         ("the 1 broadcasts x", lambda g, x: g.call("mul", x, full(g, (2, 3), 1.0)), (3,), torch.float32),
         ("the 0 promotes x", lambda g, x: g.call("add", x, full(g, (3,), 0.0)), (3,), torch.float16),
+        ("the product is read untransposed too: it would be computed twice",
+         lambda g, x: g.call("add", g.call("permute", p := g.call("matmul", x, x), (1, 0)), p), (3, 3),
+         torch.float32),
     ],
 )
 def test_rule_declines_when_the_result_would_change(why: str, build: Build, shape: tuple, dtype) -> None:
