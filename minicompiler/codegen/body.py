@@ -10,11 +10,11 @@ Reduction kernel, for each row:
     ...
     last sweep: element values stored to memory (softmax's output needs both reductions)
 Each sweep recomputes the element values it needs from the inputs: cheap arithmetic
-instead of an intermediate buffer. A backend that can keep a row in a small local array
+instead of an intermediate buffer. A backend that can keep a row in a per-thread array
 (C++, rows of known length: `ops.row_cache_limit`) instead saves the element values a later
 sweep needs as the first sweep computes them, and later sweeps read them back: LayerNorm
-after GELU then computes erf once per element, not once per sweep, and every sweep sees the
-very same bits.
+after GELU then computes erf once per element, not once per sweep, BatchNorm's backward
+reads its row from cache rather than memory, and every sweep sees the very same bits.
 """
 
 from __future__ import annotations

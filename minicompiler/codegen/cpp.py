@@ -57,6 +57,7 @@ PRELUDE = r"""
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 // torch.maximum/minimum propagate NaN; std::fmax does not.
 template <typename T> inline T max_propagate_nan(T a, T b) { return (a > b || a != a) ? a : b; }
@@ -69,6 +70,13 @@ template <typename T> inline T min_propagate_nan(T a, T b) { return (a < b || a 
     omp_out = min_propagate_nan(omp_out, omp_in)) initializer(omp_priv = omp_orig)
 
 template <typename T> inline T sign(T x) { return static_cast<T>((T(0) < x) - (x < T(0))); }
+
+// A reduction kernel's row cache: room for n values of T in a per-thread buffer kept between
+// rows and calls (bytes, so that bool gets a plain array; std::vector<bool> packs bits).
+template <typename T> inline T* row_cache(std::vector<unsigned char>& bytes, int64_t n) {
+    bytes.resize(n * sizeof(T));
+    return reinterpret_cast<T*>(bytes.data());
+}
 
 // Python's %: the result has the sign of the divisor (C's fmod and % follow the dividend).
 template <typename T> inline T python_remainder(T a, T b) {
@@ -150,7 +158,7 @@ OMP_REDUCTION = {"sum": "+", "amax": "max_propagate_nan", "amin": "min_propagate
 
 
 class CppOps(KernelOps):
-    row_cache_limit = 64 * 1024  # a row's cached element values live on the thread's stack
+    row_cache_limit = 4 << 20  # bytes of a row's cached element values, per thread
     templates = TEMPLATES
     floordiv, xvar, rvar = "/", "x", "r"
 
@@ -227,8 +235,10 @@ class CppOps(KernelOps):
         return Value(acc, dtype)
 
     def declare_row_cache(self, node: Node) -> None:
-        dtype = compute_dtype(node.meta.dtype)
-        self.writer.line(f"{self.type_name(dtype)} cache_{node.name}[{self.sizes.row_length}];")
+        # one buffer per thread, kept between rows and calls: rows too long for the stack fit
+        t, name = self.type_name(compute_dtype(node.meta.dtype)), f"cache_{node.name}"
+        self.writer.line(f"static thread_local std::vector<unsigned char> {name}_bytes;")
+        self.writer.line(f"{t}* __restrict__ {name} = row_cache<{t}>({name}_bytes, {self.sizes.row_length});")
 
     def write_row_cache(self, node: Node, value: Value) -> None:
         self.writer.line(f"cache_{node.name}[{self._row_position()}] = {value};")
