@@ -286,7 +286,7 @@ class CompiledFunction:
                            for source, dims in captured.dynamic_inputs]
         compiled = compile_graph(
             captured.graph, backend, time.perf_counter() - start, strict=self.backend != "auto", dynamic=dynamic,
-            cuda_graphs=self.cuda_graphs, autotune=self.autotune,
+            cuda_graphs=self.cuda_graphs, autotune=self.autotune, written_back=len(captured.mutated_inputs),
         )
         compiled.report.guards = [g.description for g in captured.guards]
         report.graphs.append(compiled.report)

@@ -60,6 +60,9 @@ class CompiledGraph:
     dynamic: bool = False
     cuda_graphs: bool = False  # mode="reduce-overhead": replay CUDA tensors' programs from CUDA graphs
     autotune: bool = False  # mode="max-autotune": Triton block sizes timed on the first call
+    # how many of the last outputs are new values of inputs the graph changes, which the caller
+    # copies into those inputs at once (so CUDA graphs may lend them rather than clone them)
+    written_back: int = 0
     artifacts: dict[str, Any] = field(default_factory=dict)  # stage name -> its result
     _inference: Runner | None = None
     _training: Runner | None = None
@@ -97,7 +100,7 @@ class CompiledGraph:
         start = time.perf_counter()
         graph, casts = apply_autocast(self.graph, inputs)
         variant = compile_graph(graph, self.backend, time.perf_counter() - start, self.strict, self.dynamic,
-                                self.requires_grad, self.cuda_graphs, self.autotune)
+                                self.requires_grad, self.cuda_graphs, self.autotune, self.written_back)
         device, dtype = region
         variant.report.variant = f"torch.autocast({device!r}, dtype={dtype}): {casts} casts added"
         self.report.variants.append(variant.report)
@@ -108,10 +111,12 @@ class CompiledGraph:
         if self.backend == "eager":
             return run_with_torch(self.graph)
         module = self._lower(self.artifacts["simplify"], stage_suffix="")
-        return self._launcher(module) if module is not None else run_with_torch(self.graph)
+        return self._launcher(module, lend_last=self.written_back) if module is not None else run_with_torch(self.graph)
 
-    def _launcher(self, module: Runner) -> Runner:
-        return CUDAGraphRunner(module) if self.cuda_graphs else module
+    def _launcher(self, module: Runner, lend_last: int = 0) -> Runner:
+        """The program as called: replayed from CUDA graphs in mode="reduce-overhead", its last
+        `lend_last` outputs (new values written back, a forward's saved tensors) lent uncopied."""
+        return CUDAGraphRunner(module, lend_last) if self.cuda_graphs else module
 
     def _compile_training(self) -> Runner:
         if self.backend == "eager":
@@ -131,7 +136,9 @@ class CompiledGraph:
             self.report.fallback = f"training runs with torch ops: {error}"
             return run_with_torch(self.graph)
         assert run_forward is not None and run_backward is not None
-        return make_trainable(self._launcher(run_forward), self._launcher(run_backward), joint, saved)
+        lend_last = self.written_back + len(saved)  # the forward's outputs end with these two groups
+        return make_trainable(self._launcher(run_forward, lend_last), self._launcher(run_backward),
+                              joint, saved)
 
     def _lower(self, graph: Graph, stage_suffix: str, fallback: bool = True) -> Runner | None:
         """fuse + generate (+ autotune); None (and the reason in the report) if codegen fails and
@@ -197,6 +204,7 @@ def compile_graph(
     requires_grad: Sequence[bool] | None = None,
     cuda_graphs: bool = False,
     autotune: bool = False,
+    written_back: int = 0,
 ) -> CompiledGraph:
     """Take one captured graph through the stages for `backend` ("cpp", "triton" or "eager").
 
@@ -205,6 +213,7 @@ def compile_graph(
     requires_grad: per input, whether it gets a gradient (default: the inputs' metadata says).
     cuda_graphs: replay the generated programs from CUDA graphs (mode="reduce-overhead").
     autotune: time Triton launch configs on the first call of each program (mode="max-autotune").
+    written_back: the graph's last outputs are this many new values of inputs it changes.
     If code generation fails, `strict` re-raises the CodegenError; otherwise the graph runs with
     torch ops and the report says why."""
     report = GraphReport(backend)
@@ -214,7 +223,7 @@ def compile_graph(
     if requires_grad is None:
         requires_grad = [p.meta is not None and p.meta.requires_grad for p in graph.inputs]
     compiled = CompiledGraph(graph, backend, report, list(requires_grad), strict, dynamic, cuda_graphs, autotune,
-                             {"capture": graph})
+                             written_back, {"capture": graph})
     if backend == "eager":
         return compiled
     primitives, record = _timed(report, "decompose", lambda: decompose(graph))

@@ -5,29 +5,42 @@ driver work on the CPU; for small tensors that, not the GPU, sets the speed. A C
 records every launch of one call once, then replays them all with a single launch.
 
 A replay reads its inputs from, and writes its outputs to, the memory used while recording.
-An input that is the very same tensor as in the call before is read where it is ("borrowed"):
-parameters, which an optimizer updates in place, and module buffers such as BatchNorm's
-running statistics. The first call runs without a graph and notes its inputs; the second
-records, borrowing the inputs it finds again; a replay checks that borrowed inputs are still
-the same tensors (else it records again; after a few such changes only parameters are
-borrowed). Every other input (a new batch, the tensors a forward saved for its backward) is
-copied into a *static* tensor. Outputs are cloned out, because the next replay overwrites
-them (an output that is an input, such as a weight saved for the backward, is handed back as
-that input).
+Copying costs a launch too, so the runner avoids copies where it safely can:
+
+- Inputs are *borrowed* (read where they are) when they will be found at the same address on
+  the next call: parameters, which an optimizer updates in place; inputs that are the very same
+  tensors as in the call before (module buffers such as BatchNorm's running statistics); and
+  outputs another graph *lent* (below). A replay checks that every borrowed input is still at
+  the recorded address (else it records again; after a few such changes only parameters are
+  borrowed). Every other input (a new batch, the incoming gradient) is copied into a *static*
+  tensor the graph reads.
+- Outputs are cloned out, because the next replay overwrites them; an output that is an input
+  (a weight saved for the backward) is handed back as that input.
+- A forward's saved tensors are *lent* instead (`lend_last`): handed to autograd uncopied,
+  as aliases of the graph's own output memory. Autograd drops them once the backward has run,
+  which in a training loop is before the next forward; a lent tensor still alive when the graph
+  is about to replay again (a second forward before the backward, `retain_graph=True`) is given
+  its own copy first. So the usual step needs no clone of saved tensors, and the backward
+  graph, borrowing them, no copy either.
 """
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from minicompiler.ir import map_structure
+from minicompiler.ir import flatten, map_structure
 
 Runner = Callable[[list[torch.Tensor]], Any]
 MAX_CHANGED_RECORDINGS = 4  # recordings after which only parameters are read in place
+
+# Aliases of some graph's output memory, handed out uncopied and not yet given copies of their own,
+# by id (a WeakSet would compare tensors with ==, which is elementwise).
+_LENT: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDictionary()
 
 
 def _layout(tensors: list[torch.Tensor]) -> list[tuple]:
@@ -36,63 +49,96 @@ def _layout(tensors: list[torch.Tensor]) -> list[tuple]:
 
 class CUDAGraphRunner:
     """Wraps `run(inputs)`; on CUDA inputs it records a CUDA graph on the second call and replays it.
-    A call with other shapes or another tensor in place of a borrowed input records again."""
+    A call with other shapes, or a borrowed input found elsewhere in memory, records again.
+    The last `lend_last` outputs are lent rather than cloned (see the module's docstring)."""
 
-    def __init__(self, run: Runner) -> None:
+    def __init__(self, run: Runner, lend_last: int = 0) -> None:
         self.run = run
+        self.lend_last = lend_last
         self.graph: torch.cuda.CUDAGraph | None = None
         self.static_inputs: list[torch.Tensor] = []
+        self.layout: list[tuple] = []
         self.borrowed: list[bool] = []  # read in place rather than copied in
-        self.addresses: list[int] = []  # where each static input was when the graph was recorded
+        self.addresses: list[int] = []  # where each input was when the graph was recorded
         self.static_outputs: Any = None
+        self.num_outputs = 0
         self.recordings = 0
         # the inputs of the call before a recording (weakly: a batch need not stay alive for this)
         self.previous: list[weakref.ref[torch.Tensor]] | None = None
+        self.lent: list[weakref.ref[torch.Tensor]] = []  # lent by the last replay
 
     def __call__(self, inputs: list[torch.Tensor]) -> Any:
         if not inputs or not all(t.is_cuda for t in inputs):
             return self.run(inputs)
-        if not self._can_replay(inputs):
-            if self.previous is None:  # the first call: note its inputs
-                self.previous = [weakref.ref(t) for t in inputs]
-                return self.run(inputs)
+        replayable = self._can_replay(inputs)
+        if not replayable and self.previous is None:  # the first call: note its inputs
+            self.previous = [weakref.ref(t) for t in inputs]
+            return self.run(inputs)
+        self._reclaim_lent()  # what follows overwrites (or, recording, frees) the lent outputs' memory
+        if not replayable:
             self._record(inputs)
         for static, tensor, borrowed in zip(self.static_inputs, inputs, self.borrowed, strict=True):
             if not borrowed:
                 static.copy_(tensor)
         self.graph.replay()
-        passed_through = {id(static): tensor for static, tensor in zip(self.static_inputs, inputs, strict=True)}
-        return map_structure(lambda v: self._output(v, passed_through), self.static_outputs)
+        return self._outputs(inputs)
 
     def _can_replay(self, inputs: list[torch.Tensor]) -> bool:
-        if self.graph is None or _layout(inputs) != _layout(self.static_inputs):
+        if self.graph is None or _layout(inputs) != self.layout:
             return False
-        # the same tensor, and still over the same memory (`param.data = ...` would move it)
-        return all(not borrowed or (static is tensor and tensor.data_ptr() == address)
-                   for static, tensor, borrowed, address
-                   in zip(self.static_inputs, inputs, self.borrowed, self.addresses, strict=True))
+        # a borrowed input must be where the graph reads it (`param.data = ...` would move it)
+        return all(not borrowed or tensor.data_ptr() == address
+                   for tensor, borrowed, address in zip(inputs, self.borrowed, self.addresses, strict=True))
 
     def _borrowable(self, inputs: list[torch.Tensor]) -> list[bool]:
-        """Parameters; and inputs that are the same tensors as in the call before, unless borrowed
-        inputs have changed too often (then each change would cost a recording)."""
+        """Parameters and lent outputs; and inputs that are the same tensors as in the call before,
+        unless borrowed inputs have moved too often (then each move would cost a recording)."""
         stable = self.recordings < MAX_CHANGED_RECORDINGS
         previous = [ref() for ref in self.previous] if self.previous else [None] * len(inputs)
-        return [isinstance(t, torch.nn.Parameter) or (stable and t is before)
+        return [isinstance(t, torch.nn.Parameter) or (stable and (t is before or _LENT.get(id(t)) is t))
                 for t, before in zip(inputs, previous, strict=True)]
 
-    @staticmethod
-    def _output(value: Any, passed_through: dict[int, torch.Tensor]) -> Any:
-        """A static output, cloned before the next replay overwrites it; an output that is one of
+    def _outputs(self, inputs: list[torch.Tensor]) -> Any:
+        """The static outputs: cloned, or lent (the last `lend_last`); an output that is one of
         the inputs (a weight the backward needs) is that input, as without a graph."""
-        if not isinstance(value, torch.Tensor):
-            return value
-        return passed_through.get(id(value)) if id(value) in passed_through else value.clone()
+        passed_through = {id(static): tensor for static, tensor in zip(self.static_inputs, inputs, strict=True)}
+        positions = itertools.count()
+        first_lent = self.num_outputs - self.lend_last
+
+        def output(value: Any) -> Any:
+            lend = next(positions) >= first_lent
+            if not isinstance(value, torch.Tensor):
+                return value
+            if id(value) in passed_through:
+                return passed_through[id(value)]
+            return self._lend(value) if lend else value.clone()
+
+        return map_structure(output, self.static_outputs)
+
+    def _lend(self, static: torch.Tensor) -> torch.Tensor:
+        # A tensor of its own over the graph's memory, tracked weakly, with a version counter of its
+        # own: copying the next inputs into static inputs (which an output may view) changes nothing
+        # autograd saved, as its memory is reclaimed first.
+        alias = static.data
+        _LENT[id(alias)] = alias
+        self.lent.append(weakref.ref(alias))
+        return alias
+
+    def _reclaim_lent(self) -> None:
+        """Before this graph overwrites (or frees) its outputs: a lent alias still alive gets a copy."""
+        for ref in self.lent:
+            if (alias := ref()) is not None:
+                alias.data = alias.clone()  # the same tensor object (autograd holds it) on new memory
+                del _LENT[id(alias)]
+        self.lent = []
 
     def _record(self, inputs: list[torch.Tensor]) -> None:
         self.borrowed = self._borrowable(inputs)
         self.previous = [weakref.ref(t) for t in inputs]
-        self.static_inputs = [t if borrowed else t.detach().clone()
+        # a borrowed input is held through an alias: the graph reads its memory, not that object
+        self.static_inputs = [t.detach() if borrowed else t.detach().clone()
                               for t, borrowed in zip(inputs, self.borrowed, strict=True)]
+        self.layout = _layout(self.static_inputs)
         self.addresses = [t.data_ptr() for t in self.static_inputs]
         if self.graph is not None:
             self.graph.reset()  # before the new recording: see the capture stream below
@@ -113,4 +159,5 @@ class CUDAGraphRunner:
         capture_stream = torch.cuda.Stream()
         with torch.cuda.graph(self.graph, stream=capture_stream), torch.no_grad():
             self.static_outputs = self.run(self.static_inputs)
+        self.num_outputs = sum(1 for _ in flatten(self.static_outputs))
         self.recordings += 1
