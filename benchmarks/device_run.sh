@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Everything measured on the lent GPU machine, in one call (device time is scarce):
 #   bash benchmarks/device_run.sh OUT_DIR
-# GPU correctness (Triton on a real GPU, direct launches), the seeds' benchmark, the seed 003
-# training experiment, and a profile of one training step.
+# GPU correctness (Triton on a real GPU, direct launches, CUDA graphs, tuning), the seeds' benchmark,
+# the seed 003 training experiment, the bandwidth bar measured again, and a profile of a training step.
 set -uo pipefail
 out=${1:?output folder}
 export PYTHONPATH=$PWD
@@ -11,6 +11,7 @@ python -c "import sys, torch, triton; print(sys.version.split()[0], torch.__vers
 python -m pytest -q -p no:cacheprovider tests/runtime 2>&1 | tail -3 | tee "$out/gpu_tests.txt"
 python benchmarks/gpu_check.py 2>&1 | tee "$out/gpu_check.txt"
 python -m minicompiler.bench --device cuda --json "$out/bench_cuda.json" 2>&1 | grep -v "^  done" | tee "$out/bench_cuda.txt"
-python -m minicompiler.bench.training --device cuda --json "$out/training_cuda.json" 2>&1 | tee "$out/training_cuda.txt"
+python -m minicompiler.bench.training --device cuda --epochs 12 --json "$out/training_cuda.json" 2>&1 | tee "$out/training_cuda.txt"
+python benchmarks/bandwidth_check.py 3 2>&1 | tee "$out/bandwidth_check.txt"
 python benchmarks/profile_training.py eager minicompiler reduce-overhead > "$out/profile_training.txt" 2>&1
 grep "^==" "$out/profile_training.txt"

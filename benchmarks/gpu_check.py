@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 import minicompiler
+from minicompiler.bench.timing import device_seconds
 from minicompiler.bench.workloads import WORKLOADS, BiasGeluLayerNorm, SimpleModel
 
 TOL = {"rtol": 1e-4, "atol": 1e-4}
@@ -89,6 +90,37 @@ def check_cuda_graphs() -> list[str]:
     return ["ok  reduce-overhead (CUDA graphs): inference and training match eager over 3 calls"]
 
 
+def check_max_autotune() -> list[str]:
+    """mode="max-autotune-no-cudagraphs": each workload's tuned kernels give eager's results; their
+    GPU time (CUDA-graph replay, so kernels only) beside the default configs'. Then mode="max-autotune"
+    (tuning plus CUDA graphs) trains a block with eager's gradients."""
+    lines = []
+    for workload in WORKLOADS:
+        fn, args = workload.make("cuda")
+        default, tuned = minicompiler.compile(fn), minicompiler.compile(fn, mode="max-autotune-no-cudagraphs")
+        with torch.no_grad():
+            torch.testing.assert_close(tuned(*args), fn(*args), **TOL)  # the first call tunes
+            args = tuple(torch.randn_like(a) if a.is_floating_point() else a for a in args)
+            torch.testing.assert_close(tuned(*args), fn(*args), **TOL)
+            times = [device_seconds(f, args) * 1e3 for f in (default, tuned)]
+        chosen = [note for g in tuned.report.graphs for stage in g.stages if stage.name.startswith("autotune")
+                  for note in stage.notes]
+        lines.append(f"ok  max-autotune {workload.name}: default {times[0]:.4f} ms, tuned {times[1]:.4f} ms "
+                     f"(kernels only); {'; '.join(chosen)[:300]}")
+    model = BiasGeluLayerNorm().cuda()
+    reference = copy.deepcopy(model)
+    compiled = minicompiler.compile(model, mode="max-autotune")
+    for _ in range(4):
+        x = torch.randn(512, 1024, device="cuda")
+        for net, module in ((compiled, model), (reference, reference)):
+            module.zero_grad()
+            net(x).square().mean().backward()
+        for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-5)
+    lines.append("ok  max-autotune (tuning + CUDA graphs): training steps' gradients match eager")
+    return lines
+
+
 def check_autocast() -> list[str]:
     """torch.autocast("cuda", float16 / bfloat16) regions compile to Triton with eager's dtypes,
     for inference and training."""
@@ -118,7 +150,7 @@ def main() -> int:
         return 0
     print(f"{torch.cuda.get_device_name()} torch {torch.__version__}")
     failures = 0
-    for check in (check_inference, check_training, check_cuda_graphs, check_autocast):
+    for check in (check_inference, check_training, check_cuda_graphs, check_max_autotune, check_autocast):
         try:
             print("\n".join(check()))
         except Exception as error:  # report every check, then fail
