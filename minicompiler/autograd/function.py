@@ -59,6 +59,12 @@ class _CompiledFunction(torch.autograd.Function):
         ctx.save_for_backward(*saved)
         # Integer/boolean outputs, and those no input gradient depends on, get no gradient.
         ctx.mark_non_differentiable(*(o for o, d in zip(outputs, graph.differentiable, strict=True) if not d))
+        # Autograd would fill a zero gradient for every output nothing differentiated (BatchNorm's
+        # running statistics, an unused output): a kernel launch each. The backward makes the zeros
+        # it needs itself, for differentiable outputs only.
+        ctx.set_materialize_grads(False)
+        ctx.differentiable_outputs = [(o.shape, o.dtype, o.device)
+                                      for o, d in zip(outputs, graph.differentiable, strict=True) if d]
         return outputs
 
     @staticmethod
@@ -66,7 +72,9 @@ class _CompiledFunction(torch.autograd.Function):
     def backward(ctx: Any, *output_grads: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         graph: TrainableGraph = ctx.graph
         # Compiled code assumes contiguous inputs; autograd may hand us e.g. an expanded ones().
-        tangents = [g.contiguous() for g, d in zip(output_grads, graph.differentiable, strict=True) if d]
+        grads_in = [g for g, d in zip(output_grads, graph.differentiable, strict=True) if d]
+        tangents = [torch.zeros(shape, dtype=dtype, device=device) if g is None else g.contiguous()
+                    for g, (shape, dtype, device) in zip(grads_in, ctx.differentiable_outputs, strict=True)]
         grads = iter(graph.backward_runner([*ctx.saved_tensors, *tangents]))
         return (None, *(next(grads) if wanted else None for wanted in graph.requires_grad))
 
