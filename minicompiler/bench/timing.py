@@ -56,7 +56,9 @@ def device_seconds(fn: Callable, args: tuple[Any, ...], repeats: int = 20, repla
             fn(*args)
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    # a capture stream of its own: see runtime/cuda_graphs.py on cuBLAS workspaces (this graph
+    # is destroyed when timing ends, which must not free a workspace other graphs use)
+    with torch.cuda.graph(graph, stream=torch.cuda.Stream()):
         fn(*args)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     samples = []

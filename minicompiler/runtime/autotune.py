@@ -3,22 +3,23 @@
 The default launch config (`launch_config` in codegen/triton.py) is a rule of thumb. Autotuning
 measures instead, as torch.compile's max-autotune does: on the first call, with that call's
 real inputs, each kernel's candidate configs (`candidate_configs`) are tried in turn, the other
-kernels held at their best so far; the whole program is timed (synchronized, median of a few
-runs) and the fastest config is kept. Block sizes are constexpr launch arguments, so only the
-wrapper's launch lines change; each new block size costs one more Triton JIT compile, which is
-why max-autotune compiles longer. The trial runs happen inside `torch.random.fork_rng`, so they
-do not shift what a later dropout draws. C++ kernels have no launch parameters to tune.
+kernels held at their best so far; the whole program is timed (on a GPU: its kernels, replayed
+from a CUDA graph, median of a few rounds) and the fastest config is kept. Block sizes are
+constexpr launch arguments, so only the wrapper's launch lines change; each new block size costs
+one more Triton JIT compile, which is why max-autotune compiles longer. The trial runs happen
+inside `torch.random.fork_rng`, so they do not shift what a later dropout draws. C++ kernels
+have no launch parameters to tune.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from minicompiler.bench.timing import device_seconds
 from minicompiler.codegen import CompiledModule, generate
 from minicompiler.codegen.triton import candidate_configs
 from minicompiler.fuse.schedule import Schedule
@@ -68,19 +69,16 @@ def tune(schedule: Schedule, dynamic: bool, inputs: list[torch.Tensor]) -> tuple
 
 
 def program_seconds(module: CompiledModule, inputs: list[torch.Tensor]) -> float:
-    """Median time of one call, synchronized; one warm-up call first (it may JIT-compile)."""
-    cuda = any(t.is_cuda for t in inputs)
-    runs = 5 if cuda else 1  # on the CPU the Triton interpreter runs them: correctness, not speed
-    samples = []
-    for _ in range(runs + 1):
-        if cuda:
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        module(inputs)
-        if cuda:
-            torch.cuda.synchronize()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples[1:])
+    """On a GPU, the kernels' time per call, replayed from a CUDA graph: launch overhead is the
+    same for every config and, timed with it, would swamp the microseconds between them. On the
+    CPU the Triton interpreter runs the kernels (correctness, not speed): one call, after one to
+    warm up."""
+    if any(t.is_cuda for t in inputs):
+        return device_seconds(lambda *tensors: module(list(tensors)), tuple(inputs), repeats=5, replays=20)
+    module(inputs)
+    start = time.perf_counter()
+    module(inputs)
+    return time.perf_counter() - start
 
 
 def _format(config: dict[str, int]) -> str:
