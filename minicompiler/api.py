@@ -35,6 +35,8 @@ from minicompiler.capture import (
     run_instruction,
 )
 from minicompiler.capture.records import MAX_TRACE_STEPS, STATUS_RANK, TraceLog
+from minicompiler.capture.resume import REAL_NULL
+from minicompiler.capture.resume_function import resume_function
 from minicompiler.pipeline import BACKENDS, CompiledGraph, compile_graph
 from minicompiler.report import CompileReport, GraphBreakInfo, InstructionInfo
 
@@ -103,6 +105,7 @@ class CompiledFunction:
         self.cache: list[CacheEntry] = []
         # segments after a graph break: (code, instruction, stack depth, local names) -> entries
         self.resume_cache: dict[tuple, list[CacheEntry]] = {}
+        self.uncapturable_segments: set[tuple] = set()  # resume keys whose rest runs for real
         self.reports: list[CompileReport] = []  # one per compilation, oldest first
         self.dynamic_dims: dict[str, set[int]] = {}  # input source path -> dims seen changing (dynamic=None)
         self._warned_cache_limit = False
@@ -211,11 +214,17 @@ class CompiledFunction:
             run_instruction(point, frame)
             args, kwargs = frame.arguments(), {}
             key = (point.function.__code__, frame.shape_key())
+            if key in self.uncapturable_segments:
+                return _run_rest_for_real(point, frame)
             entries = self.resume_cache.setdefault(key, [])
             entry = _first_passing(entries, args, kwargs)
             if entry is None:
                 report = report or self._new_report(_segment_reason(point, entries, args))
                 entry = self._compile_segment(point, frame, report)
+                if entry is None:
+                    self.uncapturable_segments.add(key)
+                    logs.emit_compilation(report)
+                    return _run_rest_for_real(point, frame)
                 if len(entries) >= CACHE_SIZE_LIMIT:
                     entries.pop(0)  # the oldest goes: segments are cheap to capture again
                 entries.append(entry)
@@ -260,17 +269,18 @@ class CompiledFunction:
             return None
         return self._compile_captured(captured, report, args, kwargs, start)
 
-    def _compile_segment(self, point: ResumePoint, frame: RealFrame, report: CompileReport) -> CacheEntry:
-        """Capture and compile the segment after a graph break, from the real frame there."""
+    def _compile_segment(self, point: ResumePoint, frame: RealFrame, report: CompileReport) -> CacheEntry | None:
+        """Capture and compile the segment after a graph break, from the real frame there; None if
+        it cannot be captured (a break in it that cannot resume): then the rest runs for real."""
         start = time.perf_counter()
         try:
             captured = capture_resume(point, frame)
         except Unsupported as error:
             report.graph_breaks.append(_break_info(error))
-            raise GraphBreakError(
-                f"cannot resume after the graph break at line {_break_line(point)}: {error}. The code before "
-                "it already ran, so the call cannot start again eagerly; move the construct out of the "
-                "compiled function") from error
+            line = point.instruction.positions.lineno  # in the compiled function's own code
+            report.eager_fallback = (f"from the graph break at line {line} on, the function runs uncompiled "
+                                     f"(the code after it cannot be captured: {error})")
+            return None
         return self._compile_captured(captured, report, frame.arguments(), {}, start)
 
     def _compile_captured(self, captured: CaptureResult, report: CompileReport, args: tuple, kwargs: dict,
@@ -306,6 +316,13 @@ def _write_back(inputs: list[torch.Tensor], mutated: list[int], new_values: list
     with torch.no_grad():  # an update of a buffer is not part of what autograd differentiates
         for index, value in zip(mutated, new_values, strict=True):
             inputs[index].copy_(value)
+
+
+def _run_rest_for_real(point: ResumePoint, frame: RealFrame) -> Any:
+    """The code before the break has run (compiled), so the call cannot start again eagerly:
+    CPython runs the rest of the function from the break on (a resume function, as Dynamo makes)."""
+    offset = point.instructions[frame.index].offset
+    return resume_function(point.function, offset, frame.stack, frame.locals, REAL_NULL)()
 
 
 def _first_passing(entries: list[CacheEntry], args: tuple, kwargs: dict) -> CacheEntry | None:

@@ -126,7 +126,8 @@ class CompileReport:
     trace_truncated: bool = False  # the capture ran more instructions than the trace keeps
     graphs: list[GraphReport] = field(default_factory=list)
     graph_breaks: list[GraphBreakInfo] = field(default_factory=list)
-    eager_fallback: str | None = None  # set when the whole call runs eagerly, with the reason
+    # why the whole call runs eagerly; or the rest of it, after a break in code that cannot be captured
+    eager_fallback: str | None = None
     recompile_reason: str | None = None  # why this compilation happened when an earlier one existed
     dynamic: list[str] = field(default_factory=list)  # dynamic dims, e.g. "dims 1 of x" (sizes not guarded)
     compile_seconds: float = 0.0

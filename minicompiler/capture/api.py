@@ -102,6 +102,11 @@ def capture(fn: Callable[..., Any], args: tuple, kwargs: dict, allow_breaks: boo
     `fn` eagerly). `fn` may be a function, lambda, closure, bound method or nn.Module.
     With `allow_breaks`, the graph may instead end at a resumable graph break.
     `dynamic_dims(source path, tensor)` names the dims of an input whose guard accepts any size."""
+    body = fn.forward if isinstance(fn, torch.nn.Module) else fn
+    if inspect.isgeneratorfunction(body) or inspect.iscoroutinefunction(body) or inspect.isasyncgenfunction(body):
+        # calling one runs none of its body: that happens later, as the caller iterates or awaits
+        raise Unsupported("a generator or coroutine function is not supported: its body runs only as "
+                          "the caller iterates or awaits the object the call returns")
     state = CaptureState()
     state.allow_breaks = allow_breaks
     if dynamic_dims is not None:

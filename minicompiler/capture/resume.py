@@ -15,7 +15,9 @@ graph has run:
 The runtime then runs the breaking instruction for real (`concrete.py`) and captures the next
 segment from the following instruction, with the rebuilt values as its inputs
 (`capture_resume` in api.py). A value with no recipe (a function defined inside the captured
-code, say) makes the break not resumable: the whole call then runs eagerly.
+code, say) makes the break not resumable: the whole call then runs eagerly; if the segment after
+an earlier break is the one that cannot be captured, the rest of the function runs for real from
+that break on (`resume_function.py`).
 """
 
 from __future__ import annotations

@@ -161,6 +161,68 @@ def test_breaks_that_cannot_resume_run_the_whole_call_eagerly(fn, reason: str) -
     assert len(compiled.reports) == 1  # like Dynamo's skipped frames: no capture again on later calls
 
 
+def then_breaks_inside_try(x, scale):
+    y = torch.sin(x) * scale
+    log_event(f"first {y.shape[0]}")  # resumable: the graph so far runs, then this call
+    total = 0.0
+    for i in range(3):
+        total = total + i * scale
+    try:
+        log_event("inside try")  # not resumable: the code from the first break on runs for real
+        z = y.cos() + total
+    except RuntimeError:
+        z = y
+    return z * 2, total
+
+
+def test_a_later_segment_that_cannot_be_captured_runs_for_real_from_the_break() -> None:
+    compiled = run_both(then_breaks_inside_try, lambda: (torch.randn(6), 1.5), calls=3)
+    report = compiled.reports[0]
+    assert len(compiled.reports) == 1  # later calls go straight to the uncompiled rest
+    assert len(report.graphs) == 1 and [b.line for b in report.graph_breaks] == ["EVENTS.append(text)"] * 2
+    assert f"line {line_of(then_breaks_inside_try, 'first')} on" in report.eager_fallback, report.eager_fallback
+    assert "EVENTS" in report.eager_fallback or "try" in report.eager_fallback
+
+
+def counter_then_breaks_inside_try(x):
+    count = 0
+    y = x * 2
+    log_event("first")  # `count` is a cell variable, of the inner function made below
+
+    def bump():
+        nonlocal count
+        count += 1
+
+    try:
+        log_event("inside try")
+        bump()
+    except RuntimeError:
+        pass
+    bump()
+    return y + count
+
+
+def test_the_rest_run_for_real_shares_cells_with_inner_functions() -> None:
+    compiled = run_both(counter_then_breaks_inside_try, lambda: (torch.randn(3),))
+    assert "runs uncompiled" in compiled.report.eager_fallback
+
+
+def generates(x):
+    yield x.sin()
+    log_event("between yields")
+    yield x.cos()
+
+
+def test_a_generator_function_runs_uncompiled() -> None:
+    compiled = minicompiler.compile(generates, backend="eager")
+    x = torch.randn(3)
+    EVENTS.clear()
+    values = compiled(x)
+    assert EVENTS == []  # like eager: calling it runs none of the body
+    assert_same(list(values), list(generates(x)))
+    assert "generator" in compiled.report.eager_fallback
+
+
 class Logs(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         EVENTS.append(f"log {x.shape[0]}")
