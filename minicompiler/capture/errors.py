@@ -4,9 +4,10 @@ Capture never guesses. When the translator meets something it cannot represent i
 graph (printing, reading a tensor's value, branching on a tensor, an unknown C function),
 it raises `Unsupported`. In the function being compiled that becomes a graph break (the
 graph so far runs, the instruction runs for real, capture resumes after it: see
-`resume.py`); where it cannot resume, the whole call runs eagerly (or, in a later segment, whose
-code before the break has already run, the rest of the function: `resume_function.py`). The exception names the
-user's line and the bytecode instruction, so a learner can see exactly what broke the graph.
+`resume.py`); where it cannot resume, the whole call runs eagerly (or, in a later segment,
+whose code before the break has already run, the rest of the function: `resume_function.py`).
+The exception names the user's line and the bytecode instruction, so a learner can see exactly
+what broke the graph.
 """
 
 from __future__ import annotations
