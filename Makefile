@@ -6,12 +6,13 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 # The CPU build of torch: on CI and laptops without a GPU, an unpinned `torch` would pull a multi-GB CUDA build.
 TORCH_PIN ?= torch==2.13.0
-# Capture reads CPython bytecode, which changes between versions: its tests also run on 3.12.
-# (On 3.12 the same pin installs a CUDA build of torch, ~4.7 GB, that runs on the CPU.)
+# Capture reads CPython bytecode, which changes between versions: its tests also run on 3.12 and 3.13.
+# (There the same pin installs a CUDA build of torch, ~4.7 GB, that runs on the CPU.)
 PYTHON312 ?= $(HOME)/.pyenv/versions/3.12.1/bin/python3.12
-VENV312   ?= .venv312
+PYTHON313 ?= $(HOME)/.pyenv/versions/3.13.0/bin/python3.13
 
-.PHONY: demo test lint unit capture-py312 notebooks bench clean
+.PHONY: demo test lint unit notebooks bench clean
+.PRECIOUS: .venv3%/.installed  # made by a pattern rule, but kept: it is the environment
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,11 +21,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[test,notebook]"
 	touch $@
 
-$(VENV312)/.installed: pyproject.toml
-	$(PYTHON312) -m venv $(VENV312)
-	$(VENV312)/bin/python -m pip install -q --upgrade pip
-	$(VENV312)/bin/python -m pip install -q "$(TORCH_PIN)" pytest hypothesis numpy
-	$(VENV312)/bin/python -m pip install -q --no-deps -e .
+# .venv312, .venv313: the interpreter PYTHON312 or PYTHON313, with what the capture tests need
+.venv3%/.installed: pyproject.toml
+	$(PYTHON3$*) -m venv .venv3$*
+	.venv3$*/bin/python -m pip install -q --upgrade pip
+	.venv3$*/bin/python -m pip install -q "$(TORCH_PIN)" pytest hypothesis numpy
+	.venv3$*/bin/python -m pip install -q --no-deps -e .
 	touch $@
 
 demo: $(VENV)/.installed
@@ -33,13 +35,14 @@ demo: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check minicompiler tests
 
-test: lint unit capture-py312 notebooks
+test: lint unit capture-py312 capture-py313 notebooks
 
 unit: $(VENV)/.installed extension/lib/report.js
 	TRITON_INTERPRET=1 $(VENV)/bin/pytest tests
 
-capture-py312: $(VENV312)/.installed
-	$(VENV312)/bin/pytest tests/capture
+# capture-py312, capture-py313 (never files: a pattern rule, which make does not try for .PHONY targets)
+capture-py3%: .venv3%/.installed
+	.venv3$*/bin/pytest tests/capture
 
 # The JupyterLab extension's renderer, compiled so tests/notebook can run its node tests.
 extension/lib/report.js: extension/src/report.ts extension/package.json
@@ -52,4 +55,4 @@ bench: $(VENV)/.installed
 	$(PY) -m minicompiler.bench --json benchmarks/results/cpu.json
 
 clean:
-	rm -rf $(VENV) $(VENV312) build *.egg-info
+	rm -rf $(VENV) .venv312 .venv313 build *.egg-info

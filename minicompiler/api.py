@@ -106,6 +106,7 @@ class CompiledFunction:
         # segments after a graph break: (code, instruction, stack depth, local names) -> entries
         self.resume_cache: dict[tuple, list[CacheEntry]] = {}
         self.uncapturable_segments: set[tuple] = set()  # resume keys whose rest runs for real
+        self.float_inputs: dict[tuple, frozenset[str]] = {}  # resume key -> float slots read as inputs
         self.reports: list[CompileReport] = []  # one per compilation, oldest first
         self.dynamic_dims: dict[str, set[int]] = {}  # input source path -> dims seen changing (dynamic=None)
         self._warned_cache_limit = False
@@ -220,7 +221,8 @@ class CompiledFunction:
             entry = _first_passing(entries, args, kwargs)
             if entry is None:
                 report = report or self._new_report(_segment_reason(point, entries, args))
-                entry = self._compile_segment(point, frame, report)
+                self._learn_float_inputs(key, entries, args)
+                entry = self._compile_segment(point, frame, report, self.float_inputs.get(key, frozenset()))
                 if entry is None:
                     self.uncapturable_segments.add(key)
                     logs.emit_compilation(report)
@@ -269,12 +271,23 @@ class CompiledFunction:
             return None
         return self._compile_captured(captured, report, args, kwargs, start)
 
-    def _compile_segment(self, point: ResumePoint, frame: RealFrame, report: CompileReport) -> CacheEntry | None:
+    def _learn_float_inputs(self, key: tuple, entries: list[CacheEntry], args: tuple) -> None:
+        """A segment captured again because a float in its frame changed (what `.item()` returned
+        before the break, say) reads that float as a graph input from now on, as Dynamo does,
+        instead of compiling again for every new value."""
+        failed = first_failing_guard(entries[-1].guards, args, {}) if entries else None
+        if failed is not None and failed.kind == "constant" and type(failed.fetch(args, {})) is float:
+            self.float_inputs[key] = self.float_inputs.get(key, frozenset()) | {failed.source}
+
+    def _compile_segment(self, point: ResumePoint, frame: RealFrame, report: CompileReport,
+                         float_inputs: frozenset[str]) -> CacheEntry | None:
         """Capture and compile the segment after a graph break, from the real frame there; None if
         it cannot be captured (a break in it that cannot resume): then the rest runs for real."""
         start = time.perf_counter()
+        report.dynamic += [f"the float {_slot_name(point, frame, path)} is a graph input, not a constant"
+                           for path in sorted(float_inputs)]
         try:
-            captured = capture_resume(point, frame)
+            captured = capture_resume(point, frame, float_inputs)
         except Unsupported as error:
             report.graph_breaks.append(_break_info(error))
             line = point.instruction.positions.lineno  # in the compiled function's own code
@@ -334,6 +347,15 @@ def _first_passing(entries: list[CacheEntry], args: tuple, kwargs: dict) -> Cach
 
 def _break_line(point: ResumePoint) -> int | None:
     return point.error.loc.lineno if point.error.loc else None
+
+
+def _slot_name(point: ResumePoint, frame: RealFrame, path: str) -> str:
+    """A rebuilt frame's slot ("args[0]") as a reader knows it: a local's name, or for a value on
+    the stack, the line that left it there."""
+    label = frame.labels()[int(path.removeprefix("args[").removesuffix("]"))]
+    if label.startswith("stack") and point.error.loc is not None:
+        return f"{label} (from `{point.error.loc.line}`)"
+    return label
 
 
 def _segment_reason(point: ResumePoint, entries: list[CacheEntry], args: tuple) -> str:

@@ -21,6 +21,7 @@ from torch import nn
 from minicompiler.capture.builder import CaptureState
 from minicompiler.capture.concrete import RealFrame
 from minicompiler.capture.errors import Unsupported
+from minicompiler.capture.float_inputs import float_input
 from minicompiler.capture.frame import Tracer
 from minicompiler.capture.guards import Guard, len_guard, separate_memory_guard
 from minicompiler.capture.objects import UserFunctionVariable
@@ -123,24 +124,28 @@ def capture(fn: Callable[..., Any], args: tuple, kwargs: dict, allow_breaks: boo
     return _finish(state, run, args, kwargs)
 
 
-def capture_resume(point: ResumePoint, frame: RealFrame) -> CaptureResult:
+def capture_resume(point: ResumePoint, frame: RealFrame, float_inputs: frozenset[str] = frozenset()) -> CaptureResult:
     """Capture the next segment of a function that broke at `point`: its own frame continues at
-    `frame.index` with `frame`'s real values, which are this segment's arguments."""
+    `frame.index` with `frame`'s real values, which are this segment's arguments. The float
+    slots named in `float_inputs` ("args[2]") become graph inputs instead of constants."""
     state = CaptureState()
     state.allow_breaks = True
+    arguments = frame.arguments()
+    device = next((v.device for v in arguments if isinstance(v, torch.Tensor)), torch.device("cpu"))
 
     def run() -> Variable:
         cells = {*point.function.__code__.co_cellvars, *point.function.__code__.co_freevars}
         sources = [arg_source(i, label) for i, label in enumerate(frame.labels())]
-        values = [_wrap_slot(state, value, source, source.label in cells)
-                  for value, source in zip(frame.arguments(), sources, strict=True)]
+        values = [float_input(state, value, source, device) if type(value) is float and source.path in float_inputs
+                  else _wrap_slot(state, value, source, source.label in cells)
+                  for value, source in zip(arguments, sources, strict=True)]
         depth = len(frame.stack)
         translator = InstructionTranslator(state, point.function, dict(zip(frame.locals, values[depth:],
                                                                            strict=True)), depth=1)
         translator.stack, translator.ip = values[:depth], frame.index
         return translator.run()
 
-    return _finish(state, run, frame.arguments(), {})
+    return _finish(state, run, arguments, {})
 
 
 def _wrap_slot(state: CaptureState, value: Any, source: Source, is_cell: bool) -> Variable:

@@ -184,6 +184,15 @@ class CaptureState:
         if dynamic:
             self.dynamic_inputs.append((source, dynamic))
         self.add_guard(tensor_guard(source, value, dynamic), source)
+        return self._register_input(node, source)
+
+    def float_input(self, source: Source, device: torch.device) -> TensorVariable:
+        """A placeholder for a Python float read as a 0-d float64 tensor (see float_inputs.py;
+        its guard is on the float's type, added there)."""
+        node = self.graph.placeholder(source.label or "scalar", TensorMeta((), torch.float64, device))
+        return self._register_input(node, source)
+
+    def _register_input(self, node: Node, source: Source) -> TensorVariable:
         self.input_sources.append(source)
         storage = next(self._storages)
         self.input_storages.add(storage)

@@ -21,7 +21,7 @@ from minicompiler.ir import TensorMeta
 
 @dataclass(frozen=True)
 class Guard:
-    kind: str  # "tensor" | "constant" | "id" | "type" | "len" | "alias"
+    kind: str  # "tensor" | "constant" | "predicate" | "id" | "type" | "len" | "alias"
     description: str  # "x: float32[1024] strides=(1,) cpu requires_grad=False"
     source: str  # "args[0]"
     predicate: Callable[[Any], bool] = field(compare=False, repr=False)
@@ -89,6 +89,12 @@ def constant_guard(source: Source, value: Any) -> Guard:
         return Guard("constant", f"{source} is None", source.path, lambda v: v is None, source.get)
     return Guard("constant", f"{source} == {value!r}", source.path,
                  lambda v: type(v) is kind and v == value, source.get)
+
+
+def predicate_guard(source: Source, text: str, holds: Callable[[Any], bool]) -> Guard:
+    """A condition on a value rather than the value itself (`s > 1` is True): a float graph input
+    that Python compared keeps its graph for every value on the same side."""
+    return Guard("predicate", text, source.path, holds, source.get)
 
 
 def id_guard(source: Source, value: Any) -> Guard:

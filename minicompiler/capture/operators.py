@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from minicompiler.capture.errors import Unsupported
+from minicompiler.capture.float_inputs import FloatInputVariable, float_comparison, float_op, specialized
 from minicompiler.capture.tensor import TensorVariable, call_torch_function
 from minicompiler.capture.variables import (
     ConstantVariable,
@@ -60,6 +61,11 @@ def binary_op(tx: Tracer, symbol: str, a: Variable, b: Variable) -> Variable:
     """BINARY_OP: `symbol` is "+" or, for augmented assignment, "+="."""
     in_place = symbol.endswith("=")
     op = symbol.rstrip("=")
+    if isinstance(a, FloatInputVariable) or isinstance(b, FloatInputVariable):
+        kept = float_op(tx, op, TENSOR_BINARY[op], PYTHON_BINARY[op], a, b) if op in TENSOR_BINARY else None
+        if kept is not None:
+            return kept
+        a, b = specialized(a), specialized(b)
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         result = call_torch_function(tx, TENSOR_BINARY[op], [a, b], {})
         if in_place and isinstance(a, TensorVariable):  # x += y changes x itself
@@ -83,6 +89,15 @@ def _sequence_op(tx: Tracer, op: str, a: SequenceVariable, b: Variable, in_place
 
 
 def compare_op(tx: Tracer, symbol: str, a: Variable, b: Variable) -> Variable:
+    if isinstance(a, FloatInputVariable) or isinstance(b, FloatInputVariable):
+        if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):  # an elementwise comparison
+            kept = float_op(tx, symbol, TENSOR_COMPARE[symbol], PYTHON_COMPARE[symbol], a, b)
+            assert kept is not None
+            return kept
+        compared = float_comparison(tx.state, symbol, PYTHON_COMPARE[symbol], a, b)
+        if compared is not None:
+            return compared
+        a, b = specialized(a), specialized(b)  # a Python bool: control flow needs the number
     if isinstance(a, TensorVariable):
         return call_torch_function(tx, TENSOR_COMPARE[symbol], [a, b], {})
     if isinstance(b, TensorVariable):
@@ -116,6 +131,9 @@ def contains_op(tx: Tracer, item: Variable, container: Variable) -> bool:
 def unary_op(tx: Tracer, symbol: str, a: Variable) -> Variable:
     if symbol == "not":
         return ConstantVariable(not a.truth())
+    if isinstance(a, FloatInputVariable) and symbol in ("-", "+"):
+        return a if symbol == "+" else float_op(tx, "*", torch.mul, operator.mul, a, ConstantVariable(-1))
+    a = specialized(a)
     if isinstance(a, TensorVariable):
         if symbol == "+":
             return a

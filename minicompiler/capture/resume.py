@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from minicompiler.capture.errors import Unsupported
+from minicompiler.capture.float_inputs import FloatInputVariable
 from minicompiler.capture.objects import (
     BuiltinVariable,
     ObjectVariable,
@@ -92,6 +93,14 @@ class GraphOutput(Recipe):
 
     def make(self, env: BuildEnv) -> Any:
         return env.outputs[self.index]
+
+
+@dataclass(eq=False)
+class FloatOutput(Recipe):
+    index: int  # a float the graph computed from float inputs (a 0-d tensor), as a Python float
+
+    def make(self, env: BuildEnv) -> Any:
+        return env.outputs[self.index].item()
 
 
 @dataclass(eq=False)
@@ -221,9 +230,11 @@ class _RecipeWriter:
             source = self.state.input_source_of(var)
             if source is not None:  # an input: the caller's own tensor (its new value written back), not a copy
                 return Reread(source)
-            if var.node not in self.outputs:
-                self.outputs.append(var.node)
-            return GraphOutput(self.outputs.index(var.node))
+            return GraphOutput(self._output_index(var.node))
+        if isinstance(var, FloatInputVariable):  # an input as it was, or computed by the graph
+            if var.source is not None:
+                return Reread(var.source)
+            return FloatOutput(self._output_index(var.tensor.node))
         if var is NULL:
             return Fixed(REAL_NULL)
         if isinstance(var, ConstantVariable):
@@ -251,6 +262,11 @@ class _RecipeWriter:
         if isinstance(var, (BuiltinVariable, TorchFunctionVariable, PythonModuleVariable)):
             return Fixed(var.as_python())
         raise Unsupported(f"{var.describe()} is alive at the graph break and cannot be rebuilt")
+
+    def _output_index(self, node: Node) -> int:
+        if node not in self.outputs:
+            self.outputs.append(node)
+        return self.outputs.index(node)
 
     def _function(self, var: UserFunctionVariable) -> Recipe:
         defaults = [*(var.fn.__defaults__ or ()), *(var.fn.__kwdefaults__ or {}).values()]

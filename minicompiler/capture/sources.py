@@ -50,6 +50,12 @@ class Source:
         return Source(f"torch.from_numpy({self.path})", self.label,
                       lambda args, kwargs: torch.from_numpy(get(args, kwargs)))
 
+    def as_float_tensor(self, device: torch.device) -> Source:
+        """A Python float read as a 0-d float64 tensor on `device` (a graph input: float_inputs.py)."""
+        get = self.get
+        return Source(f"torch.tensor({self.path})", self.label,
+                      lambda args, kwargs: torch.tensor(get(args, kwargs), dtype=torch.float64, device=device))
+
     def item(self, key: Any) -> Source:
         get = self.get
         label = f"{self.label}_{key}"

@@ -145,6 +145,8 @@ def to_argument(var: Variable, what: str) -> Any:
         return {k: to_argument(v, what) for k, v in var.items.items()}
     if isinstance(var, ConstantVariable):
         return var.value
+    if var.python_type() is float:  # a float graph input where a number is needed: specialized
+        return var.as_python()
     raise Unsupported(f"{what} was given {var.describe()}")
 
 
