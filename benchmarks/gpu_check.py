@@ -121,6 +121,23 @@ def check_max_autotune() -> list[str]:
     return lines
 
 
+def normalise(x: torch.Tensor) -> tuple[torch.Tensor, float]:
+    s = x.abs().max().item()  # a graph break; s becomes a graph input after its first change
+    return torch.cos(x) / s + (s * 2 - 1), -s
+
+
+def check_float_inputs() -> list[str]:
+    """A float from .item() read as a CUDA graph input: one recompile, then every value reuses it."""
+    compiled = minicompiler.compile(normalise)
+    for _ in range(4):
+        x = torch.randn(4096, device="cuda")
+        got, expected = compiled(x), normalise(x)
+        torch.testing.assert_close(got[0], expected[0], **TOL)
+        assert got[1] == expected[1]
+    assert len(compiled.reports) == 2, [r.recompile_reason for r in compiled.reports]
+    return [f"ok  float from .item() as a graph input on CUDA: {compiled.reports[1].dynamic[0]}"]
+
+
 def check_autocast() -> list[str]:
     """torch.autocast("cuda", float16 / bfloat16) regions compile to Triton with eager's dtypes,
     for inference and training."""
@@ -150,7 +167,9 @@ def main() -> int:
         return 0
     print(f"{torch.cuda.get_device_name()} torch {torch.__version__}")
     failures = 0
-    for check in (check_inference, check_training, check_cuda_graphs, check_max_autotune, check_autocast):
+    checks = (check_inference, check_training, check_cuda_graphs, check_max_autotune, check_float_inputs,
+              check_autocast)
+    for check in checks:
         try:
             print("\n".join(check()))
         except Exception as error:  # report every check, then fail
