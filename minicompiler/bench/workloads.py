@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -59,6 +60,35 @@ class BiasGeluLayerNorm(nn.Module):
 def scaled_softmax(x: torch.Tensor) -> torch.Tensor:
     """Attention-style softmax of scaled scores: (B*H, T, T) -> same."""
     return torch.softmax(x * 0.125, dim=-1)
+
+
+def numpy_fn(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """Seed 001's `numpy_fn`, as the seed writes it."""
+    # Step 1: Normalize the input arrays to have zero mean and unit variance
+    X_mean, X_std = X.mean(axis=0), X.std(axis=0)
+    Y_mean, Y_std = Y.mean(axis=0), Y.std(axis=0)
+
+    # Avoid division by zero in case of zero standard deviation
+    X_std[X_std == 0] = 1
+    Y_std[Y_std == 0] = 1
+
+    X_normalized = (X - X_mean) / X_std
+    Y_normalized = (Y - Y_mean) / Y_std
+
+    # Step 2: Perform the tensor product followed by sum over last two dimensions
+    intermediate_result = np.sum(X_normalized[:, :, None] * Y_normalized[:, None, :], axis=(-2, -1))
+
+    # Step 3: Apply thresholding to clip values outside of [-1, 1]
+    intermediate_result = np.clip(intermediate_result, -1, 1)
+
+    # Step 4: Apply exponential function for non-linearity
+    result = np.exp(intermediate_result)
+
+    # Step 5: Add a small regularization term to avoid overfitting
+    regularization_term = 0.001 * np.sum(X_normalized**2 + Y_normalized**2, axis=1)
+    result += regularization_term
+
+    return result
 
 
 def _eval(module: nn.Module, device: str) -> nn.Module:
