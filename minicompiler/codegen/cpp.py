@@ -283,12 +283,27 @@ class CppOps(KernelOps):
         return " + ".join(parts) or None
 
     def _split_reduced_dims(self) -> tuple[list[int], list[int]]:
-        """(outer, inner) reduced dims longer than 1: inner is the last run of neighbouring dims."""
+        """(outer, inner) reduced dims longer than 1: inner is the last run of neighbouring dims,
+        or just the last dim when an input is broadcast within that run."""
         reduced = [d for d in self.kernel.reduction_dims if self.kernel.domain[d] != 1]
         split = len(reduced) - 1
         while split > 0 and reduced[split - 1] == reduced[split] - 1:
             split -= 1
+        if split == 0 and len(reduced) > 1 and self._taken_apart(tuple(reduced)):
+            split = len(reduced) - 1
         return reduced[:split], reduced[split:]
+
+    def _taken_apart(self, dims: tuple[int, ...]) -> bool:
+        """Whether an input's offset along `dims` needs / and % of one flat index there (an operand
+        broadcast over some of them, as in `sum(a[:, :, None] * b[:, None, :], (1, 2))`): a
+        nested loop then indexes it with its own loop variables, and the inner loop vectorizes."""
+        domain = self.kernel.domain
+        for buffer in self.kernel.inputs:
+            strides = self.sizes.strides(buffer.node.meta, domain, param_name(buffer.node, False))
+            terms = index_terms(tuple(self.sizes.domain[d] for d in dims), tuple(strides[d] for d in dims))
+            if len(terms) > 1 or any(div != 1 or mod is not None for div, mod, _ in terms):
+                return True
+        return False
 
     @contextlib.contextmanager
     def loop(self, var: str, size: Extent, start: str = "0") -> Iterator[None]:

@@ -47,6 +47,23 @@ def test_batch_norm_statistics_of_a_channels_last_input(backend, check):
     check(fn, x, w, backend=backend, tolerance=1e-4)
 
 
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_reduction_over_neighbouring_dims_of_broadcast_operands(backend, check, dynamic):
+    """Seed 001's sum(a[:, :, None] * b[:, None, :], (-2, -1)): each operand is broadcast along
+    one of the two reduced dims. The C++ kernel loops over them nested (so the inner loop reads
+    b contiguously and a once per outer step) instead of taking one flat index apart with / and %."""
+    a, b = torch.randn(5, 37), torch.randn(5, 23)
+
+    def outer_sum(g, a, b):
+        product = g.call("mul", g.call("reshape", a, (5, 37, 1)), g.call("reshape", b, (5, 1, 23)))
+        return g.call("exp", g.call("sum", product, (1, 2), False))
+
+    module = check(outer_sum, a, b, backend=backend, tolerance=1e-4, dynamic=dynamic)
+    if backend == "cpp":
+        [kernel] = [text for name, text in module.kernel_sources.items() if "sum" in name]
+        assert "ri <" in kernel and "/" not in kernel.split("extern")[1]
+
+
 def test_reduction_of_a_transposed_input(backend, check):
     x = torch.randn(37, 6).t()
     check(lambda g, x: (g.call("sum", x, (1,), False), g.call("amax", x, (0,), True)), x, backend=backend)
