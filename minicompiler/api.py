@@ -28,17 +28,16 @@ from minicompiler.capture import (
     RealFrame,
     ResumePoint,
     Unsupported,
-    break_kind,
     capture,
     capture_resume,
     first_failing_guard,
     run_instruction,
 )
-from minicompiler.capture.records import MAX_TRACE_STEPS, STATUS_RANK, TraceLog
 from minicompiler.capture.resume import REAL_NULL
 from minicompiler.capture.resume_function import resume_function
+from minicompiler.capture_report import add_trace, break_info, merge_bytecode, segment_reason, slot_name
 from minicompiler.pipeline import BACKENDS, CompiledGraph, compile_graph
-from minicompiler.report import CompileReport, GraphBreakInfo, InstructionInfo
+from minicompiler.report import CompileReport, InstructionInfo
 
 # torch.compile's modes, and what each switches on here: (CUDA graphs, autotuned launch configs)
 MODES = {
@@ -220,8 +219,9 @@ class CompiledFunction:
             entries = self.resume_cache.setdefault(key, [])
             entry = _first_passing(entries, args, kwargs)
             if entry is None:
-                report = report or self._new_report(_segment_reason(point, entries, args))
-                self._learn_float_inputs(key, entries, args)
+                failed = first_failing_guard(entries[-1].guards, args, {}) if entries else None
+                report = report or self._new_report(segment_reason(point, failed))
+                self._learn_float_inputs(key, failed, args)
                 entry = self._compile_segment(point, frame, report, self.float_inputs.get(key, frozenset()))
                 if entry is None:
                     self.uncapturable_segments.add(key)
@@ -259,11 +259,11 @@ class CompiledFunction:
             captured = capture(self.fn, args, kwargs, allow_breaks=not self.fullgraph,
                                dynamic_dims=self._dynamic_dims_of)
         except Unsupported as error:
-            report.graph_breaks.append(_break_info(error))
+            report.graph_breaks.append(break_info(error))
             report.compile_seconds = time.perf_counter() - start
             report.bytecode = [InstructionInfo(**vars(record)) for record in error.bytecode]
             if error.trace is not None:
-                _add_trace(report, error.trace)
+                add_trace(report, error.trace)
             if self.fullgraph:
                 raise GraphBreakError(f"fullgraph=True but the graph breaks at {error}") from error
             report.eager_fallback = str(error)
@@ -271,11 +271,10 @@ class CompiledFunction:
             return None
         return self._compile_captured(captured, report, args, kwargs, start)
 
-    def _learn_float_inputs(self, key: tuple, entries: list[CacheEntry], args: tuple) -> None:
+    def _learn_float_inputs(self, key: tuple, failed: Guard | None, args: tuple) -> None:
         """A segment captured again because a float in its frame changed (what `.item()` returned
         before the break, say) reads that float as a graph input from now on, as Dynamo does,
         instead of compiling again for every new value."""
-        failed = first_failing_guard(entries[-1].guards, args, {}) if entries else None
         if failed is not None and failed.kind == "constant" and type(failed.fetch(args, {})) is float:
             self.float_inputs[key] = self.float_inputs.get(key, frozenset()) | {failed.source}
 
@@ -284,12 +283,12 @@ class CompiledFunction:
         """Capture and compile the segment after a graph break, from the real frame there; None if
         it cannot be captured (a break in it that cannot resume): then the rest runs for real."""
         start = time.perf_counter()
-        report.dynamic += [f"the float {_slot_name(point, frame, path)} is a graph input, not a constant"
+        report.dynamic += [f"the float {slot_name(point, frame, path)} is a graph input, not a constant"
                            for path in sorted(float_inputs)]
         try:
             captured = capture_resume(point, frame, float_inputs)
         except Unsupported as error:
-            report.graph_breaks.append(_break_info(error))
+            report.graph_breaks.append(break_info(error))
             line = point.instruction.positions.lineno  # in the compiled function's own code
             report.eager_fallback = (f"from the graph break at line {line} on, the function runs uncompiled "
                                      f"(the code after it cannot be captured: {error})")
@@ -299,10 +298,10 @@ class CompiledFunction:
     def _compile_captured(self, captured: CaptureResult, report: CompileReport, args: tuple, kwargs: dict,
                           start: float) -> CacheEntry:
         """Compile one captured segment and record it (and the break it ends at) in `report`."""
-        _merge_bytecode(report, captured)
-        _add_trace(report, captured.trace)
+        merge_bytecode(report, captured)
+        add_trace(report, captured.trace)
         if captured.resume is not None:
-            report.graph_breaks.append(_break_info(captured.resume.error))
+            report.graph_breaks.append(break_info(captured.resume.error))
         backend = _choose_backend(self.backend, args, kwargs)
         dynamic = bool(captured.dynamic_inputs)
         report.dynamic += [f"dims {', '.join(map(str, dims))} of {source.label or source.path}"
@@ -343,59 +342,6 @@ def _first_passing(entries: list[CacheEntry], args: tuple, kwargs: dict) -> Cach
         if first_failing_guard(entry.guards, args, kwargs) is None:
             return entry
     return None
-
-
-def _break_line(point: ResumePoint) -> int | None:
-    return point.error.loc.lineno if point.error.loc else None
-
-
-def _slot_name(point: ResumePoint, frame: RealFrame, path: str) -> str:
-    """A rebuilt frame's slot ("args[0]") as a reader knows it: a local's name, or for a value on
-    the stack, the line that left it there."""
-    label = frame.labels()[int(path.removeprefix("args[").removesuffix("]"))]
-    if label.startswith("stack") and point.error.loc is not None:
-        return f"{label} (from `{point.error.loc.line}`)"
-    return label
-
-
-def _segment_reason(point: ResumePoint, entries: list[CacheEntry], args: tuple) -> str:
-    where = f"the segment after the graph break at line {_break_line(point)}"
-    failed = first_failing_guard(entries[-1].guards, args, {}) if entries else None
-    if failed is None:
-        return f"{where}: first time this path is taken"
-    return f"{where}: guard failed: {failed.description} ({failed.source})"
-
-
-def _merge_bytecode(report: CompileReport, captured: CaptureResult) -> None:
-    """One listing for all segments: each instruction shows its most telling status."""
-    known = {(i.function, i.offset): i for i in report.bytecode}
-    for record in captured.bytecode:
-        info = known.get((record.function, record.offset))
-        if info is None:
-            report.bytecode.append(InstructionInfo(**vars(record)))
-        elif STATUS_RANK[record.status] > STATUS_RANK[info.status]:
-            info.status = record.status
-
-
-def _add_trace(report: CompileReport, trace: TraceLog) -> None:
-    """Append a segment's trace (segments after graph breaks follow the first), within the cap."""
-    room = MAX_TRACE_STEPS - len(report.trace)
-    report.trace += trace.steps[:room]
-    report.trace_truncated = report.trace_truncated or trace.truncated or len(trace.steps) > room
-
-
-def _break_info(error: Unsupported) -> GraphBreakInfo:
-    loc = error.loc
-    kind, hint = break_kind(error.reason)
-    return GraphBreakInfo(
-        reason=error.reason,
-        filename=loc.filename if loc else "",
-        lineno=loc.lineno if loc else None,
-        line=loc.line if loc else "",
-        instruction=error.instruction or "",
-        hint=hint,
-        kind=kind,
-    )
 
 
 @overload
