@@ -16,12 +16,14 @@ Copying costs a launch too, so the runner avoids copies where it safely can:
   tensor the graph reads.
 - Outputs are cloned out, because the next replay overwrites them; an output that is an input
   (a weight saved for the backward) is handed back as that input.
-- A forward's saved tensors are *lent* instead (`lend_last`): handed to autograd uncopied,
-  as aliases of the graph's own output memory. Autograd drops them once the backward has run,
-  which in a training loop is before the next forward; a lent tensor still alive when the graph
-  is about to replay again (a second forward before the backward, `retain_graph=True`) is given
-  its own copy first. So the usual step needs no clone of saved tensors, and the backward
-  graph, borrowing them, no copy either.
+- A forward's saved tensors, and the new values of inputs the program changes (which the
+  caller copies into those inputs at once), are *lent* instead (`lend_last`): handed out
+  uncopied, as aliases of the graph's own output memory, which nothing outside minicompiler
+  sees. Autograd drops saved tensors once the backward has run, which in a training loop is
+  before the next forward; a lent tensor still alive when the graph is about to replay again
+  (a second forward before the backward, `retain_graph=True`) is given its own copy first. So
+  the usual step needs no clone of saved tensors, and the backward graph, borrowing them, no
+  copy either.
 """
 
 from __future__ import annotations
