@@ -108,6 +108,7 @@ class CompiledFunction:
         self.float_inputs: dict[tuple, frozenset[str]] = {}  # resume key -> float slots read as inputs
         self.reports: list[CompileReport] = []  # one per compilation, oldest first
         self.dynamic_dims: dict[str, set[int]] = {}  # input source path -> dims seen changing (dynamic=None)
+        self.symbolic_off: str | None = None  # why symbolic sizes were given up for this function, if they were
         self._warned_cache_limit = False
         # Set when a call could not be captured at all (not even up to a resumable graph break):
         # like TorchDynamo's skipped frames, later calls then run eagerly without trying again.
@@ -177,13 +178,18 @@ class CompiledFunction:
         same shape-generic kernels) the first time those sizes come; with the new report, if any."""
         if not entry.captured.dynamic_inputs:
             return entry, None
+        reason = None
+        if entry.captured.sizes is not None:  # one symbolic graph for all sizes its size guards allow
+            reason = _failed_size_guard(entry, args, kwargs)
+            if reason is None:
+                return entry, None
         sizes = entry.captured.dynamic_sizes(args, kwargs)
-        if sizes == entry.sizes:
+        if sizes == entry.sizes and reason is None:
             return entry, None
         variant = entry.variants.get(sizes)
         if variant is not None and first_failing_guard(variant.guards, args, kwargs) is None:
             return variant, None
-        variant = self._compile(args, kwargs, None)
+        variant = self._compile(args, kwargs, reason, symbolic=False)
         if variant is not None:
             if len(entry.variants) >= MAX_SIZES_PER_ENTRY:
                 entry.variants.pop(next(iter(entry.variants)))  # the oldest goes: recapturing is cheap
@@ -251,8 +257,12 @@ class CompiledFunction:
         self.reports.append(report)
         return report
 
-    def _compile(self, args: tuple, kwargs: dict, recompile_reason: str | None) -> CacheEntry | None:
-        """Capture and compile the first segment for these arguments; None means: run this call eagerly."""
+    def _compile(self, args: tuple, kwargs: dict, recompile_reason: str | None,
+                 symbolic: bool = True) -> CacheEntry | None:
+        """Capture and compile the first segment for these arguments; None means: run this call eagerly.
+        With dynamic dims, a graph with symbolic sizes is tried first (unless `symbolic` is False)."""
+        if symbolic and (entry := self._compile_symbolic(args, kwargs, recompile_reason)) is not None:
+            return entry
         report = self._new_report(recompile_reason)
         start = time.perf_counter()
         try:
@@ -270,6 +280,36 @@ class CompiledFunction:
             self.runs_eagerly = report.eager_fallback
             return None
         return self._compile_captured(captured, report, args, kwargs, start)
+
+    def _compile_symbolic(self, args: tuple, kwargs: dict, recompile_reason: str | None) -> CacheEntry | None:
+        """Dynamic dims as symbols: one graph, one program for every size its guards allow. None
+        when this call has no dynamic dims, or when symbolic sizes fail anywhere (the call is then
+        compiled for its own sizes, as it would be without them: correct first, general second)."""
+        if self.symbolic_off or self.dynamic is False or self.cuda_graphs or self.autotune:
+            return None  # CUDA graphs and autotuning are recorded for one set of sizes
+        if _choose_backend(self.backend, args, kwargs) == "eager":
+            return None
+        start = time.perf_counter()
+        try:
+            captured = capture(self.fn, args, kwargs, dynamic_dims=self._dynamic_dims_of, symbolic=True)
+        except Unsupported:
+            return None  # a graph break, say: captured again for these sizes, with breaks allowed
+        if not captured.symbols:
+            return None
+        name, filename, firstlineno, source = _function_info(self.fn)
+        report = CompileReport(name, filename, firstlineno, source)
+        report.recompile_reason = recompile_reason
+        try:
+            entry = self._compile_captured(captured, report, args, kwargs, start)
+            entry.compiled.program_for(captured.fetch_inputs(args, kwargs))
+        except Exception as error:  # noqa: BLE001 - any stage that cannot take a symbol: sizes specialized
+            self.symbolic_off = f"{type(error).__name__}: {error}"
+            return None
+        report.dynamic += [f"{symbol} = {source.label or source.path}.shape[{dim}] (a symbol in the graph)"
+                           for symbol, (source, dim) in captured.symbols.items()]
+        report.dynamic += [f"size guard: {guard}" for guard in captured.sizes.guards]
+        self.reports.append(report)
+        return entry
 
     def _learn_float_inputs(self, key: tuple, failed: Guard | None, args: tuple) -> None:
         """A segment captured again because a float in its frame changed (what `.item()` returned
@@ -318,6 +358,22 @@ class CompiledFunction:
         )
         return CacheEntry(captured.guards, captured, compiled, report, needs_autograd,
                           captured.dynamic_sizes(args, kwargs))
+
+
+def _failed_size_guard(entry: CacheEntry, args: tuple, kwargs: dict) -> str | None:
+    """Why a symbolic entry cannot run this call (a size guard that fails), or None when it can.
+    The program the call needs is generated first: generating it may decide more about sizes."""
+    captured = entry.captured
+    assert captured.sizes is not None
+    values = captured.symbol_values(args, kwargs)
+    failed = captured.sizes.first_failing(values)
+    if failed is None:
+        entry.compiled.program_for(captured.fetch_inputs(args, kwargs))
+        failed = captured.sizes.first_failing(values)
+    if failed is None:
+        return None
+    sizes = ", ".join(f"{name}={value}" for name, value in values.items())
+    return f"size guard failed: {failed} ({sizes})"
 
 
 def _write_back(inputs: list[torch.Tensor], mutated: list[int], new_values: list[torch.Tensor]) -> None:

@@ -33,6 +33,7 @@ from minicompiler.codegen import CodegenError, CompiledModule, generate
 from minicompiler.decompose import decompose
 from minicompiler.fuse import fuse
 from minicompiler.ir import Graph, graph_to_python, run_graph
+from minicompiler.ir.symbolic import size_code
 from minicompiler.report import GraphReport, StageRecord
 from minicompiler.reporting import describe_fusion, describe_kernels, describe_schedule, node_lines
 from minicompiler.runtime.autotune import AutotunedModule
@@ -74,17 +75,21 @@ class CompiledGraph:
         self.device_types = sorted({p.meta.device.type for p in self.graph.inputs if p.meta is not None} or {"cpu"})
 
     def run(self, inputs: list[torch.Tensor]) -> Any:
+        return self.program_for(inputs)(inputs)
+
+    def program_for(self, inputs: list[torch.Tensor]) -> Runner:
+        """The program a call with these inputs runs, generated the first time one needs it."""
         if (region := autocast_state(self.device_types)) is not None:
-            return self._run_in_autocast(region, inputs)
+            return self._autocast_program(region, inputs)
         if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
             if self._training is None:
                 self._training = self._compile_training()
-            return self._training(inputs)
+            return self._training
         if self._inference is None:
             self._inference = self._compile_inference()
-        return self._inference(inputs)
+        return self._inference
 
-    def _run_in_autocast(self, region: tuple[str, torch.dtype], inputs: list[torch.Tensor]) -> Any:
+    def _autocast_program(self, region: tuple[str, torch.dtype], inputs: list[torch.Tensor]) -> Runner:
         """Kernels are generated for fixed dtypes, and autocast picks dtypes per op: the graph is
         compiled again with autocast's casts written into it, once per region kind."""
         if region not in self._autocast_variants:
@@ -92,9 +97,15 @@ class CompiledGraph:
                 self._autocast_variants[region] = self._compile_for_autocast(region, inputs)
             except AutocastError as error:  # correct before fast: torch ops, under the same autocast
                 self.report.fallback = f"{AUTOCAST_FALLBACK}: {error}"
-                return run_with_torch(self.graph)(inputs)
+                return run_with_torch(self.graph)
         with torch.autocast(region[0], enabled=False):  # the graph's casts are all there is now
-            return self._autocast_variants[region].run(inputs)
+            program = self._autocast_variants[region].program_for(inputs)
+
+        def run_without_autocast(inputs: list[torch.Tensor]) -> Any:
+            with torch.autocast(region[0], enabled=False):
+                return program(inputs)
+
+        return run_without_autocast
 
     def _compile_for_autocast(self, region: tuple[str, torch.dtype], inputs: list[torch.Tensor]) -> CompiledGraph:
         start = time.perf_counter()
@@ -175,7 +186,8 @@ class CompiledGraph:
         report = self.report
         for name, graph in (("joint", joint.graph), ("forward", forward), ("backward", backward)):
             report.autograd.append(StageRecord(name, 0.0, graph_to_python(graph), node_lines=node_lines(graph)))
-        report.saved_tensors = [f"{s.name}: {_dtype_name(s.dtype)}{list(s.shape)}" for s in saved]
+        report.saved_tensors = [f"{s.name}: {_dtype_name(s.dtype)}[{', '.join(map(size_code, s.shape))}]"
+                                for s in saved]
         report.saved_bytes["compiled"] = sum(s.nbytes for s in saved)
         self.artifacts.update(joint=joint, forward=forward, backward=backward)
 

@@ -11,6 +11,7 @@ from minicompiler.codegen import CompiledModule
 from minicompiler.codegen.body import plan_sweeps
 from minicompiler.fuse import Alias, Buffer, ExternCall, Kernel, Schedule
 from minicompiler.ir import Graph
+from minicompiler.ir.symbolic import size_hint
 from minicompiler.report import FusionInfo, KernelInfo
 
 
@@ -28,7 +29,7 @@ def describe_fusion(schedule: Schedule) -> list[FusionInfo]:
 
 
 def _nbytes(buffer: Buffer) -> int:
-    return buffer.node.meta.numel * buffer.dtype.itemsize
+    return size_hint(buffer.node.meta.numel) * buffer.dtype.itemsize  # symbolic: for the compiled call's sizes
 
 
 def _bytes_moved(kernel: Kernel) -> int:

@@ -26,6 +26,7 @@ from minicompiler.autograd.joint import JointGraph
 from minicompiler.autograd.maxflow import Capacities, min_cut
 from minicompiler.autograd.subgraph import ancestors, extract
 from minicompiler.ir import OPS, Graph, Node
+from minicompiler.ir.symbolic import size_hint
 
 Strategy = Literal["save_all", "min_cut"]
 
@@ -118,4 +119,6 @@ def _reads_tangents(joint: JointGraph) -> set[Node]:
 
 
 def _nbytes(node: Node) -> int:
-    return node.meta.numel * node.meta.dtype.itemsize
+    # the size this call has (a hint, unguarded, when symbolic): it only steers which cut is
+    # chosen, and every cut is a correct partition
+    return size_hint(node.meta.numel) * node.meta.dtype.itemsize

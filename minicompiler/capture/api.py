@@ -40,6 +40,7 @@ from minicompiler.capture.variables import (
     Variable,
 )
 from minicompiler.ir import Graph, SourceLoc, map_structure
+from minicompiler.ir.symbolic import SizeEnv
 
 
 @dataclass
@@ -62,6 +63,14 @@ class CaptureResult:
     # Inputs with dynamic dims (their guards accept any size >= 2 there; the graph itself was
     # captured for this call's sizes): the runtime keys the graphs of one entry by those sizes.
     dynamic_inputs: list[tuple[Source, tuple[int, ...]]] = field(default_factory=list)
+    # With symbolic sizes: the symbols (each a dynamic dim of an input: source and dim) and the
+    # guards that decisions on them recorded, through capture and every later stage
+    sizes: SizeEnv | None = None
+    symbols: dict[str, tuple[Source, int]] = field(default_factory=dict)
+
+    def symbol_values(self, args: tuple, kwargs: dict) -> dict[str, int]:
+        """What each symbol is in a call."""
+        return {name: source.get(args, kwargs).shape[dim] for name, (source, dim) in self.symbols.items()}
 
     def dynamic_sizes(self, args: tuple, kwargs: dict) -> tuple[int, ...]:
         """The sizes of the dynamic dims in a call: what tells this entry's graphs apart."""
@@ -98,11 +107,12 @@ DynamicDims = Callable[[str, torch.Tensor], tuple[int, ...]]
 
 
 def capture(fn: Callable[..., Any], args: tuple, kwargs: dict, allow_breaks: bool = False,
-            dynamic_dims: DynamicDims | None = None) -> CaptureResult:
+            dynamic_dims: DynamicDims | None = None, symbolic: bool = False) -> CaptureResult:
     """Capture `fn(*args, **kwargs)` as one graph, or raise Unsupported (the caller then runs
     `fn` eagerly). `fn` may be a function, lambda, closure, bound method or nn.Module.
     With `allow_breaks`, the graph may instead end at a resumable graph break.
-    `dynamic_dims(source path, tensor)` names the dims of an input whose guard accepts any size."""
+    `dynamic_dims(source path, tensor)` names the dims of an input whose guard accepts any size;
+    with `symbolic`, those dims are symbols in the graph (see ir/symbolic.py), not this call's sizes."""
     body = fn.forward if isinstance(fn, torch.nn.Module) else fn
     if inspect.isgeneratorfunction(body) or inspect.iscoroutinefunction(body) or inspect.isasyncgenfunction(body):
         # calling one runs none of its body: that happens later, as the caller iterates or awaits
@@ -112,6 +122,8 @@ def capture(fn: Callable[..., Any], args: tuple, kwargs: dict, allow_breaks: boo
     state.allow_breaks = allow_breaks
     if dynamic_dims is not None:
         state.dynamic_dims = dynamic_dims
+    if symbolic:
+        state.sizes = SizeEnv()
 
     def run() -> Variable:
         fn_var = _wrap_callable(state, fn)
@@ -184,7 +196,8 @@ def _finish(state: CaptureState, run: Callable[[], Variable], args: tuple, kwarg
         raise
     state.graph.output(outputs)
     return CaptureResult(state.graph, state.guards, state.input_sources, state.log.records, state.trace, resume,
-                         returned, [index for index, _ in mutations], numpy_outputs, state.dynamic_inputs)
+                         returned, [index for index, _ in mutations], numpy_outputs, state.dynamic_inputs,
+                         state.sizes, state.symbols)
 
 
 def _separate_memory(state: CaptureState, changed: list[int], args: tuple, kwargs: dict) -> Guard:

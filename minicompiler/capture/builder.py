@@ -58,6 +58,7 @@ from minicompiler.capture.variables import (
     is_constant,
 )
 from minicompiler.ir import Graph, Node, TensorMeta
+from minicompiler.ir.symbolic import SizeEnv
 
 # Ops whose torch counterpart can return a view of (or the very same memory as) its input.
 ALIASING_OPS = {"detach", "reshape", "permute", "expand", "slice", "transpose", "unsqueeze", "squeeze", "select",
@@ -89,6 +90,8 @@ class CaptureState:
         # Which dims of an input tensor are dynamic (guarded as "any size >= 2"), by its source path
         self.dynamic_dims: Callable[[str, torch.Tensor], tuple[int, ...]] = lambda path, tensor: ()
         self.dynamic_inputs: list[tuple[Source, tuple[int, ...]]] = []  # those that have any
+        self.sizes: SizeEnv | None = None  # set when dynamic dims are symbols in the graph
+        self.symbols: dict[str, tuple[Source, int]] = {}  # symbol -> the input dim it stands for
         self.root_frame: object | None = None  # that frame: the first one to run (see translator.py)
         self.instructions_run = 0
         self._guard_texts: set[str] = set()
@@ -179,12 +182,23 @@ class CaptureState:
         if type(value) not in (torch.Tensor, nn.Parameter) or value.layout != torch.strided:
             raise Unsupported(f"{source} is a {type(value).__name__} with layout {value.layout}; "
                               "only plain strided tensors are captured")
-        node = self.graph.placeholder(source.label or "input", TensorMeta.of(value))
         dynamic = self.dynamic_dims(source.path, value)
+        node = self.graph.placeholder(source.label or "input", self._input_meta(value, source, dynamic))
         if dynamic:
             self.dynamic_inputs.append((source, dynamic))
         self.add_guard(tensor_guard(source, value, dynamic), source)
         return self._register_input(node, source)
+
+    def _input_meta(self, value: torch.Tensor, source: Source, dynamic: tuple[int, ...]) -> TensorMeta:
+        """The placeholder's meta: with symbolic sizes, each dynamic dim is a new symbol."""
+        meta = TensorMeta.of(value)
+        if self.sizes is None or not dynamic:
+            return meta
+        shape = list(meta.shape)
+        for d in dynamic:
+            symbol = shape[d] = self.sizes.symbol(shape[d])
+            self.symbols[symbol.code()] = (source, d)
+        return TensorMeta(tuple(shape), meta.dtype, meta.device, None, meta.requires_grad)  # contiguous
 
     def float_input(self, source: Source, device: torch.device) -> TensorVariable:
         """A placeholder for a Python float read as a 0-d float64 tensor (see float_inputs.py;

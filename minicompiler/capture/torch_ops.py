@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from minicompiler.capture.errors import Unsupported
 from minicompiler.ir import Graph, Node
+from minicompiler.ir.symbolic import SymSize
 
 Lowering = Callable[..., Any]
 TORCH_FUNCTIONS: dict[Callable[..., Any], Lowering] = {}  # torch.cos -> lowering
@@ -348,7 +349,7 @@ def _size(size: tuple[Any, ...]) -> tuple[int, ...]:
     """zeros(2, 3) and zeros((2, 3)) alike."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
-    return tuple(int(s) for s in size)
+    return tuple(s if isinstance(s, SymSize) else int(s) for s in size)  # symbolic sizes stay symbols
 
 
 def _full(g: Graph, shape: tuple[int, ...], value: Any, dtype: Any, device: Any) -> Node:

@@ -15,6 +15,8 @@ import torch.nn.functional as F
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.torch_ops import InPlace, Lowering, lowers, norm_dim
 from minicompiler.ir import Graph, Node, map_structure
+from minicompiler.ir.symbolic import is_symbolic
+from minicompiler.ir.symbolic_shapes import expand_target, reshape_target
 
 TENSOR_PROPERTIES: dict[str, Lowering] = {}  # "shape" (as in x.shape) -> lowering(g, x)
 
@@ -29,7 +31,10 @@ def _sizes(sizes: tuple[Any, ...]) -> tuple[Any, ...]:
 # --- views -------------------------------------------------------------------------------
 @lowers(torch.reshape, methods=["reshape"])
 def reshape(g: Graph, x: Node, *shape: Any) -> Node:
-    new_shape = tuple(x.meta.fake().reshape(_sizes(shape)).shape)  # resolves -1, checks numel
+    if is_symbolic(x.meta.shape) or is_symbolic(_sizes(shape)):
+        new_shape = reshape_target(x.meta.shape, _sizes(shape))
+    else:
+        new_shape = tuple(x.meta.fake().reshape(_sizes(shape)).shape)  # resolves -1, checks numel
     return x if new_shape == x.meta.shape else g.call("reshape", x, new_shape)
 
 
@@ -37,7 +42,8 @@ def reshape(g: Graph, x: Node, *shape: Any) -> Node:
 def view(g: Graph, x: Node, *shape: Any) -> Node:
     if shape and isinstance(shape[0], torch.dtype):
         raise Unsupported("Tensor.view(dtype) reinterprets the bits of a tensor")
-    x.meta.fake().view(_sizes(shape))  # raises, as eager would, if the strides do not allow a view
+    if not (is_symbolic(x.meta.shape) and x.meta.strides is None):  # contiguous: any view is allowed
+        x.meta.fake().view(_sizes(shape))  # raises, as eager would, if the strides do not allow a view
     return reshape(g, x, *shape)
 
 
@@ -94,7 +100,11 @@ def squeeze(g: Graph, x: Node, dim: Any = None) -> Node:
 
 @lowers(methods=["expand"])
 def expand(g: Graph, x: Node, *sizes: Any) -> Node:
-    shape = tuple(x.meta.fake().expand(_sizes(sizes)).shape)  # resolves -1
+    target = _sizes(sizes)
+    if is_symbolic(x.meta.shape) or is_symbolic(target):
+        shape = expand_target(x.meta.shape, target)
+    else:
+        shape = tuple(x.meta.fake().expand(target).shape)  # resolves -1
     return x if shape == x.meta.shape else g.call("expand", x, shape)
 
 
@@ -220,7 +230,7 @@ def unbind(g: Graph, x: Node, dim: int = 0) -> tuple[Node, ...]:
 
 # --- metadata: answered at capture time (the shape guards keep them true) -----------------
 TENSOR_PROPERTIES.update({
-    "shape": lambda g, x: torch.Size(x.meta.shape),
+    "shape": lambda g, x: _size_value(x.meta.shape),
     "dtype": lambda g, x: x.meta.dtype,
     "device": lambda g, x: x.meta.device,
     "ndim": lambda g, x: x.meta.ndim,
@@ -231,7 +241,12 @@ TENSOR_PROPERTIES.update({
 
 @lowers(methods=["size"])
 def size(g: Graph, x: Node, dim: int | None = None) -> Any:
-    return torch.Size(x.meta.shape) if dim is None else x.meta.shape[norm_dim(dim, x.meta.ndim)]
+    return _size_value(x.meta.shape) if dim is None else x.meta.shape[norm_dim(dim, x.meta.ndim)]
+
+
+def _size_value(shape: tuple[Any, ...]) -> Any:
+    """x.shape: a torch.Size, or with symbolic sizes a tuple (torch.Size holds only ints)."""
+    return tuple(shape) if is_symbolic(shape) else torch.Size(shape)
 
 
 @lowers(methods=["stride"])

@@ -18,6 +18,8 @@ import torch
 
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.sources import Source
+from minicompiler.ir.printer import format_value
+from minicompiler.ir.symbolic import SymSize, is_symbolic
 
 if TYPE_CHECKING:
     from minicompiler.capture.frame import Tracer
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 _CONSTANT_TYPES = (
     type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.Size,
     torch.layout, torch.memory_format, range, slice, type(Ellipsis), type(NotImplemented), types.CodeType,
+    SymSize,  # a symbolic size (x.shape[1] with dynamic shapes): Python arithmetic on it stays symbolic
 )
 
 
@@ -96,7 +99,7 @@ class ConstantVariable(Variable):
         return type(self.value)
 
     def describe(self) -> str:
-        text = repr(self.value)
+        text = format_value(self.value) if is_symbolic(self.value) else repr(self.value)  # sizes as `s0`
         return text if len(text) < 40 else f"a {type(self.value).__name__}"
 
     def as_python(self) -> Any:

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from minicompiler.fuse.schedule import Kernel
-from minicompiler.ir.graph import Node, TensorMeta, contiguous_strides
+from minicompiler.ir.graph import Node, TensorMeta
+from minicompiler.ir.symbolic import size_code
 
 
 @dataclass(frozen=True)
@@ -94,12 +95,6 @@ def broadcast_strides(meta: TensorMeta, shape: tuple[int, ...]) -> tuple[int, ..
     )
 
 
-def is_contiguous(meta: TensorMeta) -> bool:
-    """Row-major without gaps (a dim of size 1 may have any stride: it is never stepped along)."""
-    expected = contiguous_strides(meta.shape)
-    return all(s == e for n, s, e in zip(meta.shape, meta.stride(), expected, strict=True) if n != 1)
-
-
 # -- a kernel's sizes ---------------------------------------------------------------------
 class KernelSizes:
     """The sizes a kernel's text uses: its domain's (ints, or Symbols when dynamic), and the
@@ -136,7 +131,7 @@ class KernelSizes:
         static = broadcast_strides(meta, shape)
         if not self.dynamic:
             return static
-        if not is_contiguous(meta):
+        if not meta.is_contiguous():
             pad = len(shape) - len(meta.shape)
             return tuple(0 if s == 0 else named(f"{param}_stride{d - pad}") for d, s in enumerate(static))
         strides: list[Extent] = []
@@ -154,7 +149,7 @@ class KernelSizes:
         arguments = [self._size_argument(d, inputs) for d, size in enumerate(self.domain) if isinstance(size, Symbol)]
         for param, node in inputs:
             meta = node.meta
-            if not is_contiguous(meta):
+            if not meta.is_contiguous():
                 arguments += [SizeArgument(f"{param}_stride{d}", node, "stride", d, stride)
                               for d, (size, stride) in enumerate(zip(meta.shape, meta.stride(), strict=True))
                               if size != 1 and stride != 0]
@@ -178,10 +173,10 @@ class SizeArgument:
     buffer: Node | None  # None: no input has it; the wrapper passes `value`
     attribute: Literal["shape", "stride"]
     dim: int
-    value: int  # what it is in the graph the code was generated from
+    value: Any  # what it is in the graph the code was generated from (an int, or a SymSize)
 
     def source(self, variable: str | None) -> str:
         """The wrapper's Python expression for it, `variable` naming `buffer`."""
         if variable is None:
-            return str(self.value)
+            return size_code(self.value)  # a number, or a symbolic size the wrapper has read
         return f"{variable}.shape[{self.dim}]" if self.attribute == "shape" else f"{variable}.stride({self.dim})"

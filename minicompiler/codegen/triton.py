@@ -36,6 +36,7 @@ from minicompiler.codegen.common import (
 )
 from minicompiler.codegen.sizes import KernelSizes, Symbol
 from minicompiler.fuse.schedule import Kernel
+from minicompiler.ir.symbolic import size_hint
 
 MAX_RBLOCK = 4096  # longer rows are swept in chunks
 # Measured on an H100 over 4M floats (benchmarks/triton_block_sweep.py): 512 elements per program
@@ -154,7 +155,9 @@ FOLD = {"sum": "tl.sum({acc}, 1)", "amax": "tl.reduce({acc}, 1, _max_nan)",
 
 
 def _next_power_of_2(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
+    # a symbolic size counts as its hint, unguarded: block sizes are a choice of speed, and a
+    # reduction kernel sweeps any row length RBLOCK columns at a time
+    return 1 << max(size_hint(n) - 1, 0).bit_length()
 
 
 def launch_config(kernel: Kernel, dynamic: bool = False) -> dict[str, int]:

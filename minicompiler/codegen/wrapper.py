@@ -27,11 +27,12 @@ from typing import Any
 import torch
 
 from minicompiler.codegen.body import input_params
-from minicompiler.codegen.common import provenance_comment
+from minicompiler.codegen.common import CodegenError, provenance_comment
 from minicompiler.codegen.sizes import KernelSizes
 from minicompiler.fuse.schedule import ExternCall, Kernel, Schedule
 from minicompiler.ir.graph import Node
 from minicompiler.ir.printer import format_value
+from minicompiler.ir.symbolic import SymSize, size_code
 
 # Extern ops whose result is always a fresh contiguous tensor. Any other extern (cat,
 # torch_call) may hand back another layout, while kernels read it as contiguous.
@@ -66,6 +67,8 @@ class _Writer:
             return "{" + ", ".join(f"{k!r}: {self.format(v)}" for k, v in value.items()) + "}"
         if isinstance(value, LITERALS):
             return format_value(value)
+        if isinstance(value, SymSize):
+            return value.code()  # a symbolic size: computed from the symbols read at the top
         return self.bind(value)
 
     def bind(self, value: Any) -> str:
@@ -90,6 +93,7 @@ def wrapper_source(schedule: Schedule, launch: Launch, dynamic: bool = False) ->
     if schedule.graph.inputs:
         unpacked = ", ".join(w.names[p] for p in schedule.graph.inputs)
         lines.append(f"    {unpacked}{',' if len(schedule.graph.inputs) == 1 else ''} = inputs")
+        lines += _symbol_lines(schedule, w)
     for step in schedule.steps:
         if isinstance(step, Kernel):
             lines += _kernel_lines(step, w, launch, dynamic)
@@ -117,7 +121,7 @@ def _kernel_lines(kernel: Kernel, w: _Writer, launch: Launch, dynamic: bool) -> 
         lines.append(f"    {', '.join(a.param for a in read)} = {', '.join(sources)}")
     for buffer in kernel.outputs:
         device = "" if buffer.node.meta.device.type == "cpu" else f", device={str(buffer.node.meta.device)!r}"
-        shape = [str(size) for size in sizes.of_shape(buffer.shape)]  # numbers, or size0, ...
+        shape = [size_code(size) for size in sizes.of_shape(buffer.shape)]  # numbers, size0, ... or s0
         shape_text = f"({shape[0]},)" if len(shape) == 1 else f"({', '.join(shape)})"
         dtype = format_value(buffer.dtype)
         lines.append(f"    {w.names[buffer.node]} = torch.empty({shape_text}, dtype={dtype}{device})")
@@ -125,3 +129,21 @@ def _kernel_lines(kernel: Kernel, w: _Writer, launch: Launch, dynamic: bool) -> 
         size_args = [a.param if a.attribute == "shape" else a.source(w.names[a.buffer]) for a in arguments]
         lines.append(f"    {launch(kernel, [w.names[b.node] for b in kernel.inputs + kernel.outputs], size_args)}")
     return lines
+
+
+def _symbol_lines(schedule: Schedule, w: _Writer) -> list[str]:
+    """With symbolic sizes: each symbol read from the first input that has it as a dim
+    (`s0 = x.shape[1]`), so shapes can be written as `(16, s0, 256)`."""
+    bound: dict[str, str] = {}
+    for p in schedule.graph.inputs:
+        for d, size in enumerate(p.meta.shape if p.meta is not None else ()):
+            if isinstance(size, SymSize) and len(size.terms) == 1:
+                ((monomial, coefficient),) = size.terms.items()
+                if len(monomial) == 1 and monomial[0] not in bound:
+                    read = f"{w.names[p]}.shape[{d}]"
+                    bound[monomial[0]] = read if coefficient == 1 else f"{read} // {coefficient}"
+    used = {name for node in schedule.graph.nodes if node.meta is not None
+            for size in node.meta.shape if isinstance(size, SymSize) for name in size.symbols()}
+    if used - bound.keys():
+        raise CodegenError(f"the symbolic sizes {sorted(used - bound.keys())} cannot be read from any input")
+    return [f"    {name} = {read}" for name, read in sorted(bound.items())]

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from minicompiler.decompose.dims import wrap_dim
 from minicompiler.decompose.table import GraphOps, register_decomposition
 from minicompiler.ir import Node
+from minicompiler.ir.symbolic import is_symbolic
+from minicompiler.ir.symbolic_shapes import expand_target, reshape_target
 
 
 # -- the view primitives and cat: canonical arguments -----------------------------------------
@@ -20,12 +22,16 @@ def permute(ops: GraphOps, x: Node, dims: Sequence[int]) -> Node:
 @register_decomposition("reshape")
 def reshape(ops: GraphOps, x: Node, shape: Sequence[int]) -> Node:
     # reshape(x, (-1, 4)) -> reshape(x, (6, 4)); torch works out the -1
+    if is_symbolic(x.meta.shape) or is_symbolic(shape):
+        return ops.primitive("reshape", x, reshape_target(x.meta.shape, tuple(shape)))
     return ops.primitive("reshape", x, tuple(x.meta.fake().reshape(shape).shape))
 
 
 @register_decomposition("expand")
 def expand(ops: GraphOps, x: Node, shape: Sequence[int]) -> Node:
     # expand(x, (-1, 5)) -> expand(x, (3, 5)); -1 keeps a size
+    if is_symbolic(x.meta.shape) or is_symbolic(shape):
+        return ops.primitive("expand", x, expand_target(x.meta.shape, tuple(shape)))
     return ops.primitive("expand", x, tuple(x.meta.fake().expand(shape).shape))
 
 

@@ -20,13 +20,14 @@ import torch
 
 from minicompiler.ir.graph import Graph, Node
 from minicompiler.ir.ops import OPS
+from minicompiler.ir.symbolic import size_code
 
 KernelKind = Literal["pointwise", "reduction"]
 BufferOrigin = Literal["input", "kernel", "extern", "alias"]
 
 
 def format_shape(shape: tuple[int, ...]) -> str:
-    return f"[{', '.join(map(str, shape))}]"
+    return f"[{', '.join(map(size_code, shape))}]"  # symbolic sizes as `s0`
 
 
 @dataclass(frozen=True)

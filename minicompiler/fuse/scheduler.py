@@ -53,6 +53,8 @@ def _is_viewable(view: Node) -> bool:
     if view.op != "reshape":
         return True
     source = view.args[0].meta
+    if source.is_contiguous():  # any reshape of a contiguous tensor is a view (asked without numbers:
+        return True            # its sizes may be symbolic)
     try:
         torch.empty_strided(source.shape, source.stride(), device="meta").view(view.meta.shape)
     except RuntimeError:

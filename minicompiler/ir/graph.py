@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 
+from minicompiler.ir.symbolic import size_code
+
 
 @dataclass(frozen=True)
 class SourceLoc:
@@ -64,13 +66,22 @@ class TensorMeta:
     def stride(self) -> tuple[int, ...]:
         return self.strides if self.strides is not None else contiguous_strides(self.shape)
 
+    def is_contiguous(self) -> bool:
+        """Row-major without gaps (a dim of size 1 may have any stride: it is never stepped along)."""
+        if self.strides is None:
+            return True
+        expected = contiguous_strides(self.shape)
+        return all(n == 1 or s == e for n, s, e in zip(self.shape, self.strides, expected, strict=True))
+
     def fake(self) -> torch.Tensor:
         """A data-less tensor with this shape, dtype and strides (on the `meta` device)."""
-        return torch.empty_strided(self.shape, self.stride(), dtype=self.dtype, device="meta")
+        # int(): a symbolic size is specialized (guarded to stay this call's size), see symbolic.py
+        shape, strides = tuple(map(int, self.shape)), tuple(map(int, self.stride()))
+        return torch.empty_strided(shape, strides, dtype=self.dtype, device="meta")
 
     def __str__(self) -> str:
         dtype = str(self.dtype).removeprefix("torch.")
-        return f"{dtype}[{', '.join(map(str, self.shape))}]"
+        return f"{dtype}[{', '.join(map(size_code, self.shape))}]"  # symbolic sizes as `s0`
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -23,6 +23,16 @@ import torch
 import torch.nn.functional as F
 
 from minicompiler.ir.graph import Node, TensorMeta, flatten, map_structure
+from minicompiler.ir.symbolic import SymSize
+from minicompiler.ir.symbolic_shapes import (
+    broadcast,
+    has_symbols,
+    hinted,
+    reduced,
+    specialize,
+    symbolic_shape,
+    view_strides,
+)
 
 OpKind = Literal["pointwise", "reduction", "view", "extern", "composite"]
 
@@ -196,46 +206,63 @@ def _to_fake(value: Any) -> Any:
     return value.meta.fake() if isinstance(value, Node) else value
 
 
-def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
-    """torch.broadcast_shapes, without its first-use import of sympy (half a second)."""
-    ndim = max(map(len, shapes), default=0)
-    result = [1] * ndim
-    for shape in shapes:
-        for d, size in enumerate(shape, ndim - len(shape)):
-            if size != 1:
-                if result[d] not in (1, size):
-                    raise RuntimeError(f"shapes {shapes} do not broadcast")
-                result[d] = size
-    return tuple(result)
-
-
-def _run_on_one_element(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor:
+def _run_on_one_element(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], torch.dtype]:
     """Pointwise and reduction ops: their dtype comes from running torch's kernel on one-element
     CPU tensors of the same dtypes and ranks (which follows torch's type promotion exactly), and
-    their shape from broadcasting and the reduced dims; the result is a meta tensor of that shape.
+    their shape from broadcasting and the reduced dims (in symbols, when sizes are symbolic).
 
     (Cheaper than meta tensors here: torch computes many pointwise ops on meta tensors in Python
     code whose first use imports all of torch._dynamo, seconds on a first compile.)"""
 
     def tiny(value: Any) -> Any:
+        if isinstance(value, SymSize):
+            return value.hint
         if not isinstance(value, Node):
             return value
         return torch.ones((1,) * value.meta.ndim, dtype=value.meta.dtype)  # ones: no integer x % 0
 
     if op == "full":  # full(shape, value, dtype): nothing to infer, and no need to allocate it
-        return torch.empty(tuple(args[0]), dtype=args[2], device="meta")
+        return tuple(args[0]), args[2]
     kwargs = {k: ("cpu" if k == "device" else v) for k, v in kwargs.items()}
     dtype = OPS[op].impl(*map_structure(tiny, args), **map_structure(tiny, kwargs)).dtype
     tensors = [a.meta.shape for a in flatten(args) if isinstance(a, Node)]
     if OPS[op].kind == "pointwise":
-        shape = _broadcast(tensors)
-    else:
-        x, dims = args[0].meta.shape, args[1] if len(args) > 1 else kwargs.get("dims", ())
-        keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
-        dims = (dims,) if isinstance(dims, int) else tuple(dims or ())  # None and () fold every dim
-        folded = {d % len(x) for d in dims} if dims and x else set(range(len(x)))
-        shape = tuple(1 if d in folded else s for d, s in enumerate(x) if keepdim or d not in folded)
-    return torch.empty(shape, dtype=dtype, device="meta")
+        return broadcast(tensors), dtype
+    dims = args[1] if len(args) > 1 else kwargs.get("dims", ())
+    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    return reduced(args[0].meta.shape, dims, keepdim), dtype
+
+
+def _run_on_meta(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], torch.dtype,
+                                                                                 tuple[Any, ...] | None]:
+    """Views, externs and composites: torch's own implementation run on meta tensors. With symbolic
+    sizes it runs on the hint sizes, and the shape comes from a rule in symbolic_shapes.py (or,
+    for an op without one, the sizes it reads are guarded to stay as they are)."""
+    symbolic = has_symbols(args, kwargs)
+    to_fake = hinted if symbolic else (lambda value: map_structure(_to_fake, value))
+    fake_kwargs = to_fake(kwargs)
+    if "device" in fake_kwargs:
+        fake_kwargs["device"] = "meta"
+    result = OPS[op].impl(*to_fake(args), **fake_kwargs)
+    if not isinstance(result, torch.Tensor):
+        raise TypeError(f"op {op!r} must produce one tensor, got {type(result).__name__}")
+    shape, strides = tuple(result.shape), tuple(result.stride())
+    if symbolic:
+        shape = symbolic_shape(op, args, kwargs)
+        strides = view_strides(op, args, shape) if shape is not None and OPS[op].kind == "view" else None
+        # no rule, or (a safety net) a rule that disagrees with torch on this call's sizes
+        if shape is None or (OPS[op].kind == "view" and strides is None) or not _agrees(shape, strides, result):
+            specialize(args, kwargs)  # this call's sizes, guarded to stay
+            shape, strides = tuple(result.shape), tuple(result.stride())
+    return shape, result.dtype, strides
+
+
+def _agrees(shape: tuple[Any, ...], strides: tuple[Any, ...] | None, result: torch.Tensor) -> bool:
+    """Do symbolic shape (and view strides) give torch's result for the hint sizes?"""
+    if hinted(shape) != tuple(result.shape):
+        return False
+    return strides is None or all(n == 1 or s == t for n, s, t in zip(result.shape, hinted(strides), result.stride(),
+                                                                         strict=True))
 
 
 def infer_meta(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> TensorMeta:
@@ -248,15 +275,10 @@ def infer_meta(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Tensor
         raise KeyError(f"unknown op {op!r}: add it to minicompiler/ir/ops.py")
 
     if OPS[op].kind in ("pointwise", "reduction"):
-        result = _run_on_one_element(op, args, kwargs)
+        shape, dtype = _run_on_one_element(op, args, kwargs)
+        strides = None
     else:
-        fake_kwargs = map_structure(_to_fake, kwargs)
-        if "device" in fake_kwargs:
-            fake_kwargs["device"] = "meta"
-        result = OPS[op].impl(*map_structure(_to_fake, args), **fake_kwargs)
-    if not isinstance(result, torch.Tensor):
-        raise TypeError(f"op {op!r} must produce one tensor, got {type(result).__name__}")
+        shape, dtype, strides = _run_on_meta(op, args, kwargs)
     # Views keep torch's strides (they alias their input); every other op writes a fresh
     # contiguous buffer in compiled code, so we record it as contiguous.
-    strides = tuple(result.stride()) if OPS[op].kind == "view" else None
-    return TensorMeta(tuple(result.shape), result.dtype, _device_of(args, kwargs), strides)
+    return TensorMeta(shape, dtype, _device_of(args, kwargs), strides if OPS[op].kind == "view" else None)

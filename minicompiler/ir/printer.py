@@ -19,12 +19,15 @@ import torch
 
 from minicompiler.ir.graph import Graph, Node
 from minicompiler.ir.ops import OPS
+from minicompiler.ir.symbolic import SymSize
 
 
 def format_value(value: Any) -> str:
     """Python source for an argument: node names, constants, dtypes, nested structures."""
     if isinstance(value, Node):
         return value.name
+    if isinstance(value, SymSize):
+        return value.code()  # a symbolic size, e.g. 16*s0
     if isinstance(value, torch.dtype):
         return str(value)  # "torch.float32"
     if isinstance(value, torch.device):

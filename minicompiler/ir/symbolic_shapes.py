@@ -1,0 +1,215 @@
+"""Shape rules for ops whose inputs have symbolic sizes (see symbolic.py).
+
+`infer_meta` learns an op's dtype (and its shape for this call) by running torch on meta
+tensors of the hint sizes; these rules say what the shape is *in symbols*. An op without a rule
+here is specialized instead: its inputs' symbolic sizes are guarded to stay what they are now.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from minicompiler.ir.graph import Node, TensorMeta, contiguous_strides, flatten, map_structure
+from minicompiler.ir.symbolic import SymSize, is_symbolic
+
+Shape = tuple[Any, ...]
+ShapeRule = Callable[..., Shape]
+
+# Ops whose result has the shape of their first argument (elementwise, or normalizing along dims).
+SAME_SHAPE = frozenset({
+    "sigmoid", "relu", "gelu", "silu", "clamp", "softmax", "log_softmax", "layer_norm", "square",
+    "contiguous", "softplus", "leaky_relu", "hardtanh", "clone", "detach",
+})
+
+
+def has_symbols(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    for value in flatten((args, kwargs)):
+        if isinstance(value, Node) and value.meta is not None and is_symbolic(value.meta.shape):
+            return True
+        if isinstance(value, SymSize):
+            return True
+    return False
+
+
+def hinted(value: Any) -> Any:
+    """`value` with sizes replaced by their hints, without guarding them: to ask torch what an op
+    does for this call (Nodes become meta tensors of the hint sizes)."""
+    def leaf(v: Any) -> Any:
+        if isinstance(v, Node):
+            meta = v.meta
+            return TensorMeta(_hints(meta.shape), meta.dtype, meta.device,
+                              None if meta.strides is None else _hints(meta.strides)).fake()
+        return v.hint if isinstance(v, SymSize) else v
+    return map_structure(leaf, value)
+
+
+def _hints(sizes: Shape) -> tuple[int, ...]:
+    return tuple(s.hint if isinstance(s, SymSize) else s for s in sizes)
+
+
+def specialize(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Guard every symbolic size an op without a rule reads to keep its current value."""
+    for value in flatten((args, kwargs)):
+        sizes = value.meta.shape + value.meta.stride() if isinstance(value, Node) and value.meta else (value,)
+        for size in sizes:
+            if isinstance(size, SymSize):
+                int(size)
+
+
+def broadcast(shapes: list[Shape]) -> Shape:
+    ndim = max(map(len, shapes), default=0)
+    result: list[Any] = [1] * ndim
+    for shape in shapes:
+        for d, size in enumerate(shape, ndim - len(shape)):
+            if size != 1:
+                if result[d] != 1 and result[d] != size:
+                    raise RuntimeError(f"shapes {shapes} do not broadcast")
+                result[d] = size
+    return tuple(result)
+
+
+def reduced(shape: Shape, dims: Any, keepdim: bool) -> Shape:
+    dims = (dims,) if isinstance(dims, int) else tuple(dims or ())  # None and () fold every dim
+    folded = {d % len(shape) for d in dims} if dims and shape else set(range(len(shape)))
+    return tuple(1 if d in folded else s for d, s in enumerate(shape) if keepdim or d not in folded)
+
+
+def reshape_target(shape: Shape, target: Shape) -> Shape:
+    """torch's reshape rules on sizes that may be symbolic: one -1 is inferred, the count kept."""
+    numel = math.prod(shape)
+    if target.count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    if -1 in target:
+        known = math.prod(s for s in target if not (isinstance(s, int) and s == -1))
+        target = tuple(numel // known if isinstance(s, int) and s == -1 else s for s in target)
+    if math.prod(target) != numel:
+        raise RuntimeError(f"shape {target} is invalid for input of size {numel}")
+    return tuple(target)
+
+
+def expand_target(shape: Shape, target: Shape) -> Shape:
+    """torch's expand rules: -1 keeps a size; a size other than 1 must match."""
+    pad = len(target) - len(shape)
+    if pad < 0:
+        raise RuntimeError(f"expand: the target {target} has fewer dims than {shape}")
+    result = tuple(shape[d - pad] if isinstance(s, int) and s == -1 else s for d, s in enumerate(target))
+    if any(shape[d - pad] != 1 and shape[d - pad] != result[d] for d in range(pad, len(target))):
+        raise RuntimeError(f"cannot expand {shape} to {target}")
+    return result
+
+
+def _arg(args: tuple, kwargs: dict, index: int, name: str, default: Any = None) -> Any:
+    return args[index] if len(args) > index else kwargs.get(name, default)
+
+
+def _inner(a: Any, b: Any) -> None:
+    """The contracted sizes of a product must agree (as torch would check; a guard if symbolic)."""
+    if a != b:
+        raise RuntimeError(f"inner sizes {a} and {b} of a matrix product differ")
+
+
+def _matmul(a: Shape, b: Shape) -> Shape:
+    _inner(a[-1], b[0] if len(b) == 1 else b[-2])
+    if len(a) == 1 and len(b) == 1:
+        return ()
+    if len(a) == 1:
+        return b[:-2] + b[-1:]
+    if len(b) == 1:
+        return a[:-1]
+    return broadcast([a[:-2], b[:-2]]) + (a[-2], b[-1])
+
+
+def _slice(x: Shape, dim: int, start: int, end: int, step: int = 1) -> Shape:
+    size = x[dim]
+    if step != 1 or start < 0 or end < 0:
+        raise _NoRule
+    start, end = min(start, size), min(end, size)
+    return x[:dim] + (max(end - start, 0),) + x[dim + 1:]
+
+
+def _squeeze(x: Shape, dims: Any = None) -> Shape:
+    drop = set(range(len(x))) if dims is None else {dims} if isinstance(dims, int) else set(dims)
+    return tuple(s for d, s in enumerate(x) if not (d in drop and s == 1))
+
+
+def _unsqueeze(x: Shape, dim: int) -> Shape:
+    return x[:dim] + (1,) + x[dim:]
+
+
+def _transpose(x: Shape, d0: int, d1: int) -> Shape:
+    shape = list(x)
+    shape[d0], shape[d1] = shape[d1], shape[d0]
+    return tuple(shape)
+
+
+class _NoRule(Exception):
+    """This call of an op has no symbolic rule (e.g. a slice with a step): specialize it."""
+
+
+def _shape(node: Any) -> Shape:
+    return node.meta.shape
+
+
+RULES: dict[str, ShapeRule] = {
+    "reshape": lambda x, shape: tuple(shape),
+    "expand": lambda x, shape: tuple(shape),
+    "permute": lambda x, dims: tuple(_shape(x)[d] for d in dims),
+    "slice": lambda x, *rest: _slice(_shape(x), *rest),
+    "squeeze": lambda x, dims=None: _squeeze(_shape(x), dims),
+    "unsqueeze": lambda x, dim: _unsqueeze(_shape(x), dim),
+    "transpose": lambda x, d0, d1: _transpose(_shape(x), d0, d1),
+    "select": lambda x, dim, index: _shape(x)[:dim] + _shape(x)[dim + 1:],
+    "matmul": lambda a, b: _matmul(_shape(a), _shape(b)),
+    "bmm": lambda a, b: _matmul(_shape(a), _shape(b)),
+    "addmm": lambda bias, a, b: _matmul(_shape(a), _shape(b)),
+    "linear": lambda x, w, b=None: _matmul(_shape(x), _shape(w)[::-1]),
+    "cat": lambda tensors, dim=0: _cat([_shape(t) for t in tensors], dim),
+    "full": lambda shape, *rest, **kw: tuple(shape),
+    "lerp": lambda *args: broadcast([_shape(a) for a in args if isinstance(a, Node)]),
+    "addcmul": lambda *args, **kw: broadcast([_shape(a) for a in args if isinstance(a, Node)]),
+}
+
+
+def _cat(shapes: list[Shape], dim: int) -> Shape:
+    shapes = [s for s in shapes if s != (0,)]  # torch.cat skips empty 1-d tensors
+    first = shapes[0]
+    return first[:dim] + (sum(s[dim] for s in shapes),) + first[dim + 1:]
+
+
+def symbolic_shape(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Shape | None:
+    """The op's result shape in symbols, or None when no rule covers this call."""
+    try:
+        if op in SAME_SHAPE:
+            return _shape(args[0])
+        if op == "mean":
+            return reduced(_shape(args[0]), _arg(args, kwargs, 1, "dims"), _arg(args, kwargs, 2, "keepdim", False))
+        if op in ("var", "std"):
+            return reduced(_shape(args[0]), _arg(args, kwargs, 1, "dims"), _arg(args, kwargs, 3, "keepdim", False))
+        if op in RULES:
+            return RULES[op](*args, **kwargs)
+    except _NoRule:
+        return None
+    return None
+
+
+def view_strides(op: str, args: tuple[Any, ...], shape: Shape) -> Shape | None:
+    """A view's strides in symbols, or None when the rule would need torch's own view logic."""
+    x = args[0].meta
+    strides = x.stride()
+    if op == "reshape":
+        contiguous = all(s == e for n, s, e in zip(x.shape, strides, contiguous_strides(x.shape), strict=True)
+                         if n != 1)
+        return contiguous_strides(shape) if contiguous else None
+    if op == "permute":
+        return tuple(strides[d] for d in args[1])
+    if op == "expand":
+        pad = len(shape) - x.ndim
+        return tuple(0 if d < pad or (x.shape[d - pad] == 1 and shape[d] != 1) else strides[d - pad]
+                     for d in range(len(shape)))
+    if op == "slice":
+        return strides
+    if op == "detach":
+        return strides
+    return None
