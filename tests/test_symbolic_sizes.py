@@ -5,6 +5,8 @@ Every case compares with eager on fresh inputs of several sizes, and counts comp
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -13,7 +15,13 @@ from torch import nn
 import minicompiler
 
 SEQUENCE_LENGTHS = (32, 64, 128, 256)  # seed 003's loop
-BACKENDS = ("cpp", "triton")  # Triton through TRITON_INTERPRET=1 on the CPU
+BACKENDS = ("cpp", "triton")
+
+
+def device_for(backend: str) -> str:
+    """Triton runs CUDA tensors on a GPU machine, CPU tensors through TRITON_INTERPRET=1 in CI."""
+    on_gpu = backend == "triton" and torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1"
+    return "cuda" if on_gpu else "cpu"
 
 
 class DynamicShapeModel(nn.Module):
@@ -41,10 +49,10 @@ def rows_then_back(x: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_seed_003_sequence_lengths_run_on_one_compiled_program(backend: str) -> None:
-    model = DynamicShapeModel()
+    model = DynamicShapeModel().to(device_for(backend))
     compiled = minicompiler.compile(model, backend=backend, dynamic=True)
     for length in SEQUENCE_LENGTHS:
-        x = torch.randn(4, length, 16)
+        x = torch.randn(4, length, 16, device=device_for(backend))
         with torch.no_grad():
             torch.testing.assert_close(compiled(x), model(x), atol=1e-5, rtol=1e-5)
     assert len(compiled.reports) == 1 and len(compiled.cache) == 1
@@ -57,10 +65,10 @@ def test_seed_003_sequence_lengths_run_on_one_compiled_program(backend: str) -> 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_training_with_symbolic_sizes_gets_eager_gradients(backend: str) -> None:
-    model = DynamicShapeModel()
+    model = DynamicShapeModel().to(device_for(backend))
     compiled = minicompiler.compile(model, backend=backend, dynamic=True)
     for length in (8, 24, 40):
-        x = torch.randn(3, length, 16)
+        x = torch.randn(3, length, 16, device=device_for(backend))
         model.zero_grad()
         compiled(x).square().sum().backward()
         got = [p.grad.clone() for p in model.parameters()]

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 Monomial = tuple[str, ...]  # the symbols multiplied, sorted, repeats kept: ("s0", "s0", "s1")
+MAX_REMEMBERED_SIZES = 1024  # sets of symbol values whose guard checks are remembered
 LOWER_BOUND = 2  # every symbol is at least this (the dynamic dims' guards say so)
 
 RELATIONS: dict[str, Callable[[int, int], bool]] = {
@@ -57,6 +58,7 @@ class SizeEnv:
     hints: dict[str, int] = field(default_factory=dict)
     guards: list[SizeGuard] = field(default_factory=list)
     _texts: set[str] = field(default_factory=set)  # the guards as text: each is kept once
+    _checked: dict[tuple[int, ...], int] = field(default_factory=dict)  # symbol values -> guards they pass
 
     def symbol(self, hint: int) -> SymSize:
         name = f"s{len(self.hints)}"
@@ -72,7 +74,16 @@ class SizeEnv:
         return all(guard.holds(values) for guard in self.guards)
 
     def first_failing(self, values: Mapping[str, int]) -> SizeGuard | None:
-        return next((guard for guard in self.guards if not guard.holds(values)), None)
+        """The first guard these symbol values fail. Guards are only ever added, so for values
+        seen before only the guards added since are checked (this runs on every call)."""
+        key = tuple(values.values())
+        for guard in self.guards[self._checked.get(key, 0):]:
+            if not guard.holds(values):
+                return guard
+        if len(self._checked) >= MAX_REMEMBERED_SIZES:
+            self._checked.clear()
+        self._checked[key] = len(self.guards)
+        return None
 
 
 class SymSize:
