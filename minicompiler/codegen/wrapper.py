@@ -32,7 +32,7 @@ from minicompiler.codegen.sizes import KernelSizes
 from minicompiler.fuse.schedule import ExternCall, Kernel, Schedule
 from minicompiler.ir.graph import Node
 from minicompiler.ir.printer import format_value
-from minicompiler.ir.symbolic import SymSize, size_code
+from minicompiler.ir.symbolic import SymSize, size_code, symbol_of
 
 # Extern ops whose result is always a fresh contiguous tensor. Any other extern (cat,
 # torch_call) may hand back another layout, while kernels read it as contiguous.
@@ -137,11 +137,9 @@ def _symbol_lines(schedule: Schedule, w: _Writer) -> list[str]:
     bound: dict[str, str] = {}
     for p in schedule.graph.inputs:
         for d, size in enumerate(p.meta.shape if p.meta is not None else ()):
-            if isinstance(size, SymSize) and len(size.terms) == 1:
-                ((monomial, coefficient),) = size.terms.items()
-                if len(monomial) == 1 and monomial[0] not in bound:
-                    read = f"{w.names[p]}.shape[{d}]"
-                    bound[monomial[0]] = read if coefficient == 1 else f"{read} // {coefficient}"
+            if (found := symbol_of(size)) is not None and found[0] not in bound:
+                read = f"{w.names[p]}.shape[{d}]"
+                bound[found[0]] = read if found[1] == 1 else f"{read} // {found[1]}"
     used = {name for node in schedule.graph.nodes if node.meta is not None
             for size in node.meta.shape if isinstance(size, SymSize) for name in size.symbols()}
     if used - bound.keys():

@@ -327,16 +327,23 @@ def resolve(value: Any, values: Mapping[str, int]) -> Any:
     return value
 
 
+def symbol_of(size: Any) -> tuple[str, int] | None:
+    """(s, k) when `size` is k*s for one symbol s: a dim that tells s's value."""
+    if isinstance(size, SymSize) and len(size.terms) == 1:
+        ((monomial, coefficient),) = size.terms.items()
+        if len(monomial) == 1:
+            return monomial[0], coefficient
+    return None
+
+
 def bind_symbols(symbolic_shapes: list[tuple[Any, ...]], shapes: list[tuple[int, ...]]) -> dict[str, int]:
     """The symbols' values in a call, read from the inputs: a dim whose size is `s0` (or `k*s0`)
     gives s0. Every symbol must be found, and agree wherever it appears."""
     values: dict[str, int] = {}
     for symbolic, actual in zip(symbolic_shapes, shapes, strict=True):
         for size, value in zip(symbolic, actual, strict=True):
-            if isinstance(size, SymSize) and len(size.terms) == 1:
-                ((monomial, coefficient),) = size.terms.items()
-                if len(monomial) == 1 and value % coefficient == 0:
-                    values.setdefault(monomial[0], value // coefficient)
+            if (found := symbol_of(size)) is not None and value % found[1] == 0:
+                values.setdefault(found[0], value // found[1])
     for symbolic, actual in zip(symbolic_shapes, shapes, strict=True):
         if len(symbolic) != len(actual) or any(size.symbols() - values.keys() or evaluate(size, values) != value
                                                for size, value in zip(symbolic, actual, strict=True)
