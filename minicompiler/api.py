@@ -69,6 +69,9 @@ class CacheEntry:
     # sizes that pass the same guards (their kernels are shape-generic, so shared)
     sizes: tuple[int, ...] = ()
     variants: dict[tuple[int, ...], CacheEntry] = field(default_factory=dict)
+    # With symbolic sizes: why a program this entry needed later could not be generated (every
+    # call then compiles for its own sizes)
+    symbolic_failure: str | None = None
 
 
 def _choose_backend(backend: str, args: tuple, kwargs: dict) -> str:
@@ -365,10 +368,16 @@ def _failed_size_guard(entry: CacheEntry, args: tuple, kwargs: dict) -> str | No
     The program the call needs is generated first: generating it may decide more about sizes."""
     captured = entry.captured
     assert captured.sizes is not None
+    if entry.symbolic_failure is not None:
+        return entry.symbolic_failure
     values = captured.symbol_values(args, kwargs)
     failed = captured.sizes.first_failing(values)
     if failed is None:
-        entry.compiled.program_for(captured.fetch_inputs(args, kwargs))
+        try:
+            entry.compiled.program_for(captured.fetch_inputs(args, kwargs))
+        except Exception as error:  # noqa: BLE001 - as in _compile_symbolic: compile for the sizes instead
+            entry.symbolic_failure = f"a program for symbolic sizes failed: {type(error).__name__}: {error}"
+            return entry.symbolic_failure
         failed = captured.sizes.first_failing(values)
     if failed is None:
         return None

@@ -81,13 +81,31 @@ def test_training_with_symbolic_sizes_gets_eager_gradients(backend: str) -> None
     assert "s1" in backward  # the backward graph is symbolic too
 
 
-@pytest.mark.parametrize("fn", [attention, rows_then_back])
+def shifted_pairs(x: torch.Tensor) -> torch.Tensor:
+    return x[:, :-1] * x[:, 1:]  # slices that end at s1 - 1 and start at 1
+
+
+def statistics(x: torch.Tensor) -> torch.Tensor:
+    return x.mean(1) + x.var(1) - x.std(0).sum()  # counts s1 and s0 - 1 read from the kernel's sizes
+
+
+@pytest.mark.parametrize("fn", [attention, rows_then_back, shifted_pairs])
 def test_shape_arithmetic_stays_symbolic(fn) -> None:
     compiled = minicompiler.compile(fn, dynamic=True)
     for length in (8, 12, 20):
         x = torch.randn(2, length, 16)
         torch.testing.assert_close(compiled(x), fn(x), atol=1e-5, rtol=1e-5)
     assert len(compiled.reports) == 1, compiled.symbolic_off
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_counts_inside_kernels_are_symbolic(backend: str) -> None:
+    compiled = minicompiler.compile(statistics, backend=backend, dynamic=True)
+    for length in (8, 12, 20):
+        x = torch.randn(3, length, 5, device=device_for(backend))
+        torch.testing.assert_close(compiled(x), statistics(x), atol=1e-5, rtol=1e-5)
+    assert len(compiled.reports) == 1, compiled.symbolic_off
+    assert not [line for line in compiled.report.dynamic if "==" in line]  # nothing specialized
 
 
 def test_a_size_guard_that_fails_compiles_for_that_size() -> None:
@@ -128,3 +146,15 @@ def test_dynamic_none_makes_a_changed_dim_symbolic_on_the_recompile() -> None:
     first, second = compiled.reports  # the static first entry, then one symbolic entry for the rest
     assert first.dynamic == [] and "guard failed" in second.recompile_reason
     assert "s0 = x.shape[1] (a symbol in the graph)" in second.dynamic
+
+
+def test_autocast_regions_compile_symbolic_sizes_too() -> None:
+    model = DynamicShapeModel()
+    compiled = minicompiler.compile(model, dynamic=True)
+    for length in (12, 20, 28):
+        x = torch.randn(2, length, 16)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            got, expected = compiled(x), model(x)
+        assert got.dtype == expected.dtype
+        torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2)
+    assert len(compiled.reports) == 1 and compiled.report.graphs[0].variants  # the autocast variant, symbolic

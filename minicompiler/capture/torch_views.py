@@ -16,7 +16,7 @@ from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.torch_ops import InPlace, Lowering, lowers, norm_dim
 from minicompiler.ir import Graph, Node, map_structure
 from minicompiler.ir.symbolic import is_symbolic
-from minicompiler.ir.symbolic_shapes import expand_target, reshape_target
+from minicompiler.ir.symbolic_shapes import expand_target, reshape_target, slice_bounds
 
 TENSOR_PROPERTIES: dict[str, Lowering] = {}  # "shape" (as in x.shape) -> lowering(g, x)
 
@@ -140,7 +140,7 @@ def select(g: Graph, x: Node, dim: int, index: int) -> Node:
 
 
 def slice_dim(g: Graph, x: Node, dim: int, key: slice) -> Node:
-    start, stop, step = key.indices(x.meta.shape[dim])
+    start, stop, step = slice_bounds(key, x.meta.shape[dim])
     if step <= 0:
         raise Unsupported("slicing a tensor with a negative step (torch does not support it)")
     if (start, stop, step) == (0, x.meta.shape[dim], 1):

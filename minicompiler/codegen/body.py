@@ -37,6 +37,7 @@ from minicompiler.codegen.common import (
 from minicompiler.fuse.schedule import Kernel
 from minicompiler.ir.graph import Node
 from minicompiler.ir.ops import OPS
+from minicompiler.ir.symbolic import SymSize, size_hint
 
 # pow(x, c) for the exponents torch itself special-cases: same results, and no pow call.
 POW_BY_EXPONENT = {
@@ -68,7 +69,7 @@ def _operand_dtypes(node: Node, operands: list[Any]) -> list[torch.dtype]:
     """The compute dtype each operand is converted to before the op (torch's type promotion)."""
     out = compute_dtype(node.meta.dtype)
     if node.op in COMPARISONS:  # compare in the promoted type of the operands
-        fakes = [a.meta.fake() if isinstance(a, Node) else a for a in operands]
+        fakes = [a.meta.fake() if isinstance(a, Node) else size_hint(a) for a in operands]
         return [compute_dtype(torch.result_type(*fakes))] * 2
     if node.op in LOGICAL:
         return [torch.bool] * len(operands)
@@ -219,6 +220,9 @@ class BodyWriter:
         """`arg` (a node or a Python number) as a value of compute dtype `dtype`, read by a
         consumer of shape `shape` (the domain, for element values)."""
         ops = self.ops
+        if isinstance(arg, SymSize):  # a size (a mean's count): from the kernel's size arguments
+            text = ops.sizes.express(arg)
+            return ops.size_value(text, dtype) if text else ops.constant(python_value(int(arg), dtype), dtype)
         if not isinstance(arg, Node):
             return ops.constant(python_value(arg, dtype), dtype)
         if arg in scope:
@@ -236,7 +240,7 @@ class BodyWriter:
         out = compute_dtype(node.meta.dtype)
         if node.op == "full":
             return ops.constant(_full_value(node), out)
-        operands = [a for a in node.args if isinstance(a, Node | bool | int | float)]
+        operands = [a for a in node.args if isinstance(a, Node | bool | int | float | SymSize)]
         dtypes = _operand_dtypes(node, operands)
         shape = node.meta.shape
         values = [self.operand(a, t, scope, level, shape) for a, t in zip(operands, dtypes, strict=True)]

@@ -184,6 +184,10 @@ class KernelOps(abc.ABC):
     def constant(self, value: bool | int | float, dtype: torch.dtype) -> Value: ...
 
     @abc.abstractmethod
+    def size_value(self, text: str, dtype: torch.dtype) -> Value:
+        """An expression of the kernel's size arguments (a symbolic size), as a value of `dtype`."""
+
+    @abc.abstractmethod
     def to_dtype(self, x: Value, dtype: torch.dtype) -> Value: ...
 
     @abc.abstractmethod

@@ -185,6 +185,9 @@ class CppOps(KernelOps):
     def declaration(self, name: str, expr: str, dtype: torch.dtype) -> str:
         return f"{self.type_name(dtype)} {name} = {expr};"
 
+    def size_value(self, text: str, dtype: torch.dtype) -> Value:
+        return Value(f"static_cast<{self.type_name(dtype)}>{text}", dtype)
+
     def constant(self, value: bool | int | float, dtype: torch.dtype) -> Value:
         if isinstance(value, bool):
             text = "true" if value else "false"

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from minicompiler.fuse.schedule import Kernel
 from minicompiler.ir.graph import Node, TensorMeta
-from minicompiler.ir.symbolic import size_code
+from minicompiler.ir.symbolic import SymSize, size_code, symbol_of
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,18 @@ class KernelSizes:
         full = self.domain if len(shape) == len(self.kernel.domain) else self.reduced_shape
         static = self.kernel.domain if len(shape) == len(self.kernel.domain) else self.kernel.reduced_shape
         return tuple(e if s == k else s for e, s, k in zip(full, shape, static, strict=True))
+
+    def express(self, size: Any) -> str | None:
+        """A symbolic size (a SymSize) in this kernel's size arguments (`size1 * size2`), when
+        each of its symbols is one of the kernel's dims; None otherwise."""
+        names = {}
+        for symbol, dim_size in zip(self.domain, self.kernel.domain, strict=True):
+            found = symbol_of(dim_size)
+            if isinstance(symbol, Symbol) and found is not None and found[1] == 1:
+                names.setdefault(found[0], str(symbol))
+        if not isinstance(size, SymSize) or size.symbols() - names.keys():
+            return None
+        return f"({size.code(names)})"
 
     def strides(self, meta: TensorMeta, shape: tuple[int, ...], param: str) -> tuple[Extent, ...]:
         """Strides of the buffer `param` (of `meta`) broadcast to `shape`: numbers when static;

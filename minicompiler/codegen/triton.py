@@ -217,6 +217,10 @@ class TritonOps(KernelOps):
         """A Python-number constant as a one-element tensor (tl functions take tensors)."""
         return self.assign(f"tl.full([1], {x}, {self.type_name(x.dtype)})", x.dtype) if x.constant else x
 
+    def size_value(self, text: str, dtype: torch.dtype) -> Value:
+        # a scalar: Triton promotes it with the tensor it meets; cast so it is `dtype` already
+        return self.assign(f"tl.full([1], {text}, {self.type_name(dtype)})", dtype)
+
     def constant(self, value: bool | int | float, dtype: torch.dtype) -> Value:
         if isinstance(value, float) and not math.isfinite(value):
             text = f'float("{value}")'

@@ -9,7 +9,7 @@ from minicompiler.decompose.dims import wrap_dim
 from minicompiler.decompose.table import GraphOps, register_decomposition
 from minicompiler.ir import Node
 from minicompiler.ir.symbolic import is_symbolic
-from minicompiler.ir.symbolic_shapes import expand_target, reshape_target
+from minicompiler.ir.symbolic_shapes import expand_target, reshape_target, slice_bounds
 
 
 # -- the view primitives and cat: canonical arguments -----------------------------------------
@@ -39,7 +39,7 @@ def expand(ops: GraphOps, x: Node, shape: Sequence[int]) -> Node:
 def slice_(ops: GraphOps, x: Node, dim: int, start: int | None, end: int | None, step: int = 1) -> Node:
     # x[-3:] -> slice(x, dim, size-3, size, 1): Python's rules for None, negative and too-large bounds
     dim = wrap_dim(dim, x.meta.ndim)
-    start, end, step = slice(start, end, step).indices(x.meta.shape[dim])
+    start, end, step = slice_bounds(slice(start, end, step), x.meta.shape[dim])
     return ops.primitive("slice", x, dim, start, max(start, end), step)
 
 

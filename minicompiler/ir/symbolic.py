@@ -110,6 +110,8 @@ class SymSize:
         return None
 
     def __add__(self, other: Any) -> Any:
+        if isinstance(other, float):  # a float result is no size: this call's number
+            return int(self) + other
         terms = self._terms_of(other)
         if terms is None:
             return NotImplemented
@@ -124,21 +126,18 @@ class SymSize:
         return SymSize.make({m: -c for m, c in self.terms.items()}, self.env)
 
     def __sub__(self, other: Any) -> Any:
-        return self + (-other) if self._terms_of(other) is not None else NotImplemented
+        return self + (-other) if self._terms_of(other) is not None or isinstance(other, float) else NotImplemented
 
     def __rsub__(self, other: Any) -> Any:
-        return (-self) + other if self._terms_of(other) is not None else NotImplemented
+        return (-self) + other if self._terms_of(other) is not None or isinstance(other, float) else NotImplemented
 
     def __mul__(self, other: Any) -> Any:
+        if isinstance(other, float):
+            return int(self) * other
         terms = self._terms_of(other)
         if terms is None:
             return NotImplemented
-        product: dict[Monomial, int] = {}
-        for m1, c1 in self.terms.items():
-            for m2, c2 in terms.items():
-                m = tuple(sorted(m1 + m2))
-                product[m] = product.get(m, 0) + c1 * c2
-        return SymSize.make(product, self.env)
+        return SymSize.make(_multiply(self.terms, terms), self.env)
 
     __rmul__ = __mul__
 
@@ -197,9 +196,20 @@ class SymSize:
         return outcome
 
     def _decided_by_bounds(self, relation: str) -> bool | None:
-        """`self relation 0` when it holds, or fails, for every value of the symbols >= 2."""
-        variable = [c for m, c in self.terms.items() if m]
-        at_bound = evaluate(self, dict.fromkeys(self.env.hints, LOWER_BOUND))
+        """`self relation 0` when it holds, or fails, for every value of the symbols >= 2.
+
+        Written in t = s - 2 (so t >= 0), a polynomial whose coefficients are all >= 0 is
+        smallest at t = 0, one whose coefficients are all <= 0 largest there: s1*s2 - s2 is
+        t1*t2 + 2*t1 + t2 + 2, never below 2."""
+        shifted: dict[Monomial, int] = {}
+        for m, c in self.terms.items():
+            term = {(): c}
+            for name in m:  # s = t + 2
+                term = _multiply(term, {(name,): 1, (): LOWER_BOUND})
+            for mt, ct in term.items():
+                shifted[mt] = shifted.get(mt, 0) + ct
+        variable = [c for m, c in shifted.items() if m and c != 0]
+        at_bound = shifted.get((), 0)
         if all(c > 0 for c in variable):  # grows with every symbol: the bound is its minimum
             low, high = at_bound, math.inf
         elif all(c < 0 for c in variable):
@@ -268,17 +278,27 @@ class SymSize:
     def __format__(self, spec: str) -> str:
         return format(int(self), spec)
 
-    def code(self) -> str:
-        """The polynomial as Python (and C) source over the symbols' names: `16*s0 + 1`."""
+    def code(self, names: Mapping[str, str] | None = None) -> str:
+        """The polynomial as Python (and C) source over the symbols' names: `16*s0 + 1`
+        (`names` renames symbols, e.g. to the size arguments of a kernel)."""
         parts = []
         for m, c in sorted(self.terms.items(), key=lambda item: (-len(item[0]), item[0])):
-            factors = ([str(abs(c))] if abs(c) != 1 or not m else []) + list(m)
+            factors = ([str(abs(c))] if abs(c) != 1 or not m else []) + [names[n] if names else n for n in m]
             parts.append(("-" if c < 0 else "+", "*".join(factors)))
         text = " ".join(f"{sign} {part}" for sign, part in parts).removeprefix("+ ")
         return text if not text.startswith("- ") else "-" + text[2:]
 
     def symbols(self) -> set[str]:
         return {name for m in self.terms for name in m}
+
+
+def _multiply(a: dict[Monomial, int], b: dict[Monomial, int]) -> dict[Monomial, int]:
+    product: dict[Monomial, int] = {}
+    for m1, c1 in a.items():
+        for m2, c2 in b.items():
+            m = tuple(sorted(m1 + m2))
+            product[m] = product.get(m, 0) + c1 * c2
+    return product
 
 
 def _remove(monomial: Monomial, divisor: Monomial) -> Monomial | None:

@@ -100,6 +100,25 @@ def expand_target(shape: Shape, target: Shape) -> Shape:
     return result
 
 
+def slice_bounds(key: slice, size: Any) -> tuple[Any, Any, int]:
+    """`key.indices(size)` (Python's rules for None, negative and too-large bounds, step > 0),
+    for a size and bounds that may be symbolic: x[:, :-1] on a dim of size s1 stops at s1 - 1."""
+    if not (is_symbolic(size) or is_symbolic((key.start, key.stop))):
+        return key.indices(size)
+    step = 1 if key.step is None else int(key.step)
+    if step <= 0:
+        raise ValueError("slice step must be positive")
+
+    def bound(value: Any, default: Any) -> Any:
+        if value is None:
+            return default
+        if value < 0:
+            value = value + size
+        return max(0, min(value, size))
+
+    return bound(key.start, 0), bound(key.stop, size), step
+
+
 def _arg(args: tuple, kwargs: dict, index: int, name: str, default: Any = None) -> Any:
     return args[index] if len(args) > index else kwargs.get(name, default)
 

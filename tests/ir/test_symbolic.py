@@ -26,6 +26,7 @@ def test_comparisons_the_lower_bound_decides_record_nothing() -> None:
     env, (s0, s1) = symbols(32, 16)
     assert s0 != 1 and s0 >= 2 and s0 * s1 > 3 and not (s0 + 1 == 0) and -s0 < 0
     assert s0 * s1 == s1 * s0  # structurally equal
+    assert s0 * s1 - s1 > 0 and s0 != s0 * s1  # decided in t = s - 2: t0*t1 + 2*t0 + t1 + 2 > 0
     assert env.guards == []
 
 
