@@ -310,7 +310,9 @@ class CompiledFunction:
             return None
         report.dynamic += [f"{symbol} = {source.label or source.path}.shape[{dim}] (a symbol in the graph)"
                            for symbol, (source, dim) in captured.symbols.items()]
-        report.dynamic += [f"size guard: {guard}" for guard in captured.sizes.guards]
+        size_guards = [f"size guard: {guard}" for guard in captured.sizes.guards]
+        report.dynamic += size_guards
+        entry.compiled.report.guards += size_guards  # checked with the others on every call
         self.reports.append(report)
         return entry
 

@@ -61,6 +61,7 @@ def test_seed_003_sequence_lengths_run_on_one_compiled_program(backend: str) -> 
     capture_text = report.graphs[0].stages[0].text
     assert 'x: "float32[s0, s1, s2]"' in capture_text and "float32[s0, s1, 16]" in capture_text
     assert "size guard: s2 == 16" in report.dynamic  # the Linear's weight fixes the width
+    assert "size guard: s2 == 16" in report.graphs[0].guards  # listed with the graph's other guards
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
