@@ -66,6 +66,11 @@ class SizeEnv:
         return SymSize({(name,): 1}, self)
 
     def record(self, guard: SizeGuard) -> None:
+        def order(side: Any) -> tuple[bool, str]:  # symbols first, then by text
+            return not isinstance(side, SymSize), size_code(side)
+
+        if guard.relation in ("==", "!=") and order(guard.left) > order(guard.right):
+            guard = SizeGuard(guard.right, guard.relation, guard.left)  # s1 == s2 and s2 == s1: one guard
         if str(guard) not in self._texts:
             self._texts.add(str(guard))
             self.guards.append(guard)
