@@ -226,12 +226,13 @@ class CompiledFunction:
             if key in self.uncapturable_segments:
                 return _run_rest_for_real(point, frame)
             entries = self.resume_cache.setdefault(key, [])
-            entry = _first_passing(entries, args, kwargs)
+            entry = _first_runnable(entries, args)
             if entry is None:
-                failed = first_failing_guard(entries[-1].guards, args, {}) if entries else None
+                failed = _why_not_runnable(entries[-1], args) if entries else None
                 report = report or self._new_report(segment_reason(point, failed))
                 self._learn_float_inputs(key, failed, args)
-                entry = self._compile_segment(point, frame, report, self.float_inputs.get(key, frozenset()))
+                symbolic = not any(e.captured.sizes is not None for e in entries)  # one symbolic entry a segment
+                entry = self._compile_segment(point, frame, report, self.float_inputs.get(key, frozenset()), symbolic)
                 if entry is None:
                     self.uncapturable_segments.add(key)
                     logs.emit_compilation(report)
@@ -288,48 +289,64 @@ class CompiledFunction:
         """Dynamic dims as symbols: one graph, one program for every size its guards allow. None
         when this call has no dynamic dims, or when symbolic sizes fail anywhere (the call is then
         compiled for its own sizes, as it would be without them: correct first, general second)."""
-        if self.symbolic_off or self.dynamic is False or self.cuda_graphs or self.autotune:
-            return None  # CUDA graphs and autotuning are recorded for one set of sizes
-        if _choose_backend(self.backend, args, kwargs) == "eager":
+        if not self._symbols_allowed(args, kwargs):
             return None
         start = time.perf_counter()
         try:
-            captured = capture(self.fn, args, kwargs, dynamic_dims=self._dynamic_dims_of, symbolic=True)
+            captured = capture(self.fn, args, kwargs, allow_breaks=not self.fullgraph,
+                               dynamic_dims=self._dynamic_dims_of, symbolic=True)
         except Unsupported:
-            return None  # a graph break, say: captured again for these sizes, with breaks allowed
-        if not captured.symbols:
-            return None
+            return None  # captured again for these sizes, which reports the reason
         name, filename, firstlineno, source = _function_info(self.fn)
         report = CompileReport(name, filename, firstlineno, source)
         report.recompile_reason = recompile_reason
+        entry = self._compile_with_symbols(captured, report, args, kwargs, start)
+        if entry is not None:
+            self.reports.append(report)
+        return entry
+
+    def _symbols_allowed(self, args: tuple, kwargs: dict) -> bool:
+        # CUDA graphs and autotuning are recorded for one set of sizes; `eager` compiles nothing
+        return not (self.symbolic_off or self.dynamic is False or self.cuda_graphs or self.autotune
+                    or _choose_backend(self.backend, args, kwargs) == "eager")
+
+    def _compile_with_symbols(self, captured: CaptureResult, report: CompileReport, args: tuple, kwargs: dict,
+                              start: float) -> CacheEntry | None:
+        """Compile a symbolic capture, and generate the program this call runs; None (nothing
+        recorded in `report`) if it has no symbols or any stage fails on them."""
+        if not captured.symbols:
+            return None
         try:
-            entry = self._compile_captured(captured, report, args, kwargs, start)
-            entry.compiled.program_for(captured.fetch_inputs(args, kwargs))
+            return self._compile_captured(captured, report, args, kwargs, start, prepare=True)
         except Exception as error:  # noqa: BLE001 - any stage that cannot take a symbol: sizes specialized
             self.symbolic_off = f"{type(error).__name__}: {error}"
             return None
-        report.dynamic += [f"{symbol} = {source.label or source.path}.shape[{dim}] (a symbol in the graph)"
-                           for symbol, (source, dim) in captured.symbols.items()]
-        size_guards = [f"size guard: {guard}" for guard in captured.sizes.guards]
-        report.dynamic += size_guards
-        entry.compiled.report.guards += size_guards  # checked with the others on every call
-        self.reports.append(report)
-        return entry
 
-    def _learn_float_inputs(self, key: tuple, failed: Guard | None, args: tuple) -> None:
+    def _learn_float_inputs(self, key: tuple, failed: Guard | str | None, args: tuple) -> None:
         """A segment captured again because a float in its frame changed (what `.item()` returned
         before the break, say) reads that float as a graph input from now on, as Dynamo does,
         instead of compiling again for every new value."""
-        if failed is not None and failed.kind == "constant" and type(failed.fetch(args, {})) is float:
+        if isinstance(failed, Guard) and failed.kind == "constant" and type(failed.fetch(args, {})) is float:
             self.float_inputs[key] = self.float_inputs.get(key, frozenset()) | {failed.source}
 
     def _compile_segment(self, point: ResumePoint, frame: RealFrame, report: CompileReport,
-                         float_inputs: frozenset[str]) -> CacheEntry | None:
-        """Capture and compile the segment after a graph break, from the real frame there; None if
-        it cannot be captured (a break in it that cannot resume): then the rest runs for real."""
+                         float_inputs: frozenset[str], symbolic: bool) -> CacheEntry | None:
+        """Capture and compile the segment after a graph break, from the real frame there (with
+        symbolic sizes first, if `symbolic`); None if it cannot be captured (a break in it that
+        cannot resume): then the rest runs for real."""
         start = time.perf_counter()
         report.dynamic += [f"the float {slot_name(point, frame, path)} is a graph input, not a constant"
                            for path in sorted(float_inputs)]
+        arguments = frame.arguments()
+        if symbolic and self._symbols_allowed(arguments, {}):
+            try:
+                captured = capture_resume(point, frame, float_inputs, self._dynamic_dims_of, symbolic=True)
+            except Unsupported:
+                pass  # captured again below, which reports the reason
+            else:
+                entry = self._compile_with_symbols(captured, report, arguments, {}, start)
+                if entry is not None:
+                    return entry
         try:
             captured = capture_resume(point, frame, float_inputs)
         except Unsupported as error:
@@ -338,24 +355,34 @@ class CompiledFunction:
             report.eager_fallback = (f"from the graph break at line {line} on, the function runs uncompiled "
                                      f"(the code after it cannot be captured: {error})")
             return None
-        return self._compile_captured(captured, report, frame.arguments(), {}, start)
+        return self._compile_captured(captured, report, arguments, {}, start)
 
     def _compile_captured(self, captured: CaptureResult, report: CompileReport, args: tuple, kwargs: dict,
-                          start: float) -> CacheEntry:
-        """Compile one captured segment and record it (and the break it ends at) in `report`."""
+                          start: float, prepare: bool = False) -> CacheEntry:
+        """Compile one captured segment and record it (and the break it ends at) in `report`.
+        `prepare`: also generate the program this call runs now, before anything is recorded
+        (with symbolic sizes that is where a stage may fail)."""
+        backend = _choose_backend(self.backend, args, kwargs)
+        compiled = compile_graph(
+            captured.graph, backend, time.perf_counter() - start, strict=self.backend != "auto",
+            dynamic=bool(captured.dynamic_inputs), cuda_graphs=self.cuda_graphs, autotune=self.autotune,
+            written_back=len(captured.mutated_inputs),
+        )
+        if prepare:
+            compiled.program_for(captured.fetch_inputs(args, kwargs))
         merge_bytecode(report, captured)
         add_trace(report, captured.trace)
         if captured.resume is not None:
             report.graph_breaks.append(break_info(captured.resume.error))
-        backend = _choose_backend(self.backend, args, kwargs)
-        dynamic = bool(captured.dynamic_inputs)
         report.dynamic += [f"dims {', '.join(map(str, dims))} of {source.label or source.path}"
                            for source, dims in captured.dynamic_inputs]
-        compiled = compile_graph(
-            captured.graph, backend, time.perf_counter() - start, strict=self.backend != "auto", dynamic=dynamic,
-            cuda_graphs=self.cuda_graphs, autotune=self.autotune, written_back=len(captured.mutated_inputs),
-        )
         compiled.report.guards = [g.description for g in captured.guards]
+        if captured.sizes is not None:
+            size_guards = [f"size guard: {guard}" for guard in captured.sizes.guards]
+            report.dynamic += [f"{symbol} = {source.label or source.path}{'' if dim is None else f'.shape[{dim}]'}"
+                               " (a symbol in the graph)" for symbol, (source, dim) in captured.symbols.items()]
+            report.dynamic += size_guards
+            compiled.report.guards += size_guards  # checked with the others on every call
         report.graphs.append(compiled.report)
         report.compile_seconds += time.perf_counter() - start
         needs_autograd = any(
@@ -402,6 +429,21 @@ def _run_rest_for_real(point: ResumePoint, frame: RealFrame) -> Any:
     CPython runs the rest of the function from the break on (a resume function, as Dynamo makes)."""
     offset = point.instructions[frame.index].offset
     return resume_function(point.function, offset, frame.stack, frame.locals, REAL_NULL)()
+
+
+def _first_runnable(entries: list[CacheEntry], args: tuple) -> CacheEntry | None:
+    """The first segment entry whose guards (and size guards, if symbolic) pass for a frame."""
+    for entry in entries:
+        if _why_not_runnable(entry, args) is None:
+            return entry
+    return None
+
+
+def _why_not_runnable(entry: CacheEntry, args: tuple) -> Guard | str | None:
+    failed = first_failing_guard(entry.guards, args, {})
+    if failed is None and entry.captured.sizes is not None:
+        return _failed_size_guard(entry, args, {})
+    return failed
 
 
 def _first_passing(entries: list[CacheEntry], args: tuple, kwargs: dict) -> CacheEntry | None:

@@ -28,11 +28,14 @@ def slot_name(point: ResumePoint, frame: RealFrame, path: str) -> str:
     return label
 
 
-def segment_reason(point: ResumePoint, failed: Guard | None) -> str:
-    """Why the segment after `point` is captured: the first time, or which guard failed."""
+def segment_reason(point: ResumePoint, failed: Guard | str | None) -> str:
+    """Why the segment after `point` is captured: the first time, which guard failed, or (text)
+    which size guard failed."""
     where = f"the segment after the graph break at line {break_line(point)}"
     if failed is None:
         return f"{where}: first time this path is taken"
+    if isinstance(failed, str):
+        return f"{where}: {failed}"
     return f"{where}: guard failed: {failed.description} ({failed.source})"
 
 

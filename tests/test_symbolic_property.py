@@ -1,5 +1,5 @@
 """Random programs compiled with dynamic=True, called with several sizes: every result must
-equal eager's, however many size guards and specializations the symbolic graph needed.
+equal eager's, however many size guards, specializations and graph breaks there were.
 
 Programs are written as Python source (so capture sees ordinary user code) over two inputs
 whose shapes are built from two sizes a, b that change from call to call."""
@@ -14,7 +14,7 @@ import minicompiler
 
 # How an input's shape is made from the call's sizes (a, b): broadcastable with each other.
 SHAPES = {"ab": lambda a, b: (a, b), "b": lambda a, b: (b,), "a1": lambda a, b: (a, 1), "1b": lambda a, b: (1, b)}
-UNARY = ["torch.cos({})", "torch.tanh({})", "({}).abs()", "torch.relu({})"]
+UNARY = ["torch.cos({})", "torch.tanh({})", "({}).abs()", "torch.relu({})", "{} * n"]  # n = x.shape[-1]
 BINARY = ["{} + {}", "{} * {}", "torch.maximum({}, {})", "{} - {}"]
 # Expressions of one value that read its shape: reductions, means, slices, reshapes.
 SHAPED = [
@@ -28,10 +28,13 @@ SHAPED = [
 @st.composite
 def programs(draw):
     """Python source of `def program(x, y)`: a few lines, each on earlier values."""
-    names, lines = ["x", "y"], []
+    names, lines = ["x", "y"], ["    n = x.shape[-1]"]
     for i in range(draw(st.integers(1, 6))):
         pick = st.sampled_from(names)
-        kind = draw(st.sampled_from(["unary", "binary", "shaped"]))
+        kind = draw(st.sampled_from(["unary", "binary", "shaped", "shaped", "break"]))
+        if kind == "break":  # a graph break: the values so far, n included, live across it
+            lines.append('    print(end="")')
+            continue
         if kind == "unary":
             expr = draw(st.sampled_from(UNARY)).format(draw(pick))
         elif kind == "binary":

@@ -109,6 +109,26 @@ def test_counts_inside_kernels_are_symbolic(backend: str) -> None:
     assert not [line for line in compiled.report.dynamic if "==" in line]  # nothing specialized
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sizes_stay_symbolic_across_a_graph_break(backend: str, capsys) -> None:
+    def fn(x):
+        b, t = x.shape
+        y = x.cos() * t
+        print("between the graphs")  # a graph break: b, t and y are alive across it
+        return (y.sin() + b).reshape(b * t)
+
+    compiled = minicompiler.compile(fn, backend=backend, dynamic=True)
+    for n in (4, 6, 9):
+        x = torch.randn(n, n + 1, device=device_for(backend))
+        torch.testing.assert_close(compiled(x), fn(x))
+    assert capsys.readouterr().out.count("between the graphs") == 6  # once a call, compiled or eager
+    report = compiled.report
+    assert len(compiled.reports) == 1 and len(report.graphs) == 2 and len(report.graph_breaks) == 1
+    # in the second graph the ints b and t are the symbols of y's dims, guarded to stay equal
+    assert any(line.endswith("= b (a symbol in the graph)") for line in report.dynamic)
+    assert not [line for line in report.dynamic if "==" in line and line.split("==")[1].strip().isdigit()]
+
+
 def test_a_size_guard_that_fails_compiles_for_that_size() -> None:
     def fn(x):
         if x.shape[0] > 40:  # answered for the first call's size, and guarded

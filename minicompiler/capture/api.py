@@ -23,7 +23,7 @@ from minicompiler.capture.concrete import RealFrame
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.float_inputs import float_input
 from minicompiler.capture.frame import Tracer
-from minicompiler.capture.guards import Guard, len_guard, separate_memory_guard
+from minicompiler.capture.guards import Guard, len_guard, separate_memory_guard, type_guard
 from minicompiler.capture.objects import UserFunctionVariable
 from minicompiler.capture.records import InstructionRecord, TraceLog
 from minicompiler.capture.resume import REAL_NULL, FrameRecipe, RemainingItems, ResumePoint, write_recipe
@@ -40,7 +40,7 @@ from minicompiler.capture.variables import (
     Variable,
 )
 from minicompiler.ir import Graph, SourceLoc, map_structure
-from minicompiler.ir.symbolic import SizeEnv
+from minicompiler.ir.symbolic import SizeEnv, SizeGuard, SymSize
 
 
 @dataclass
@@ -66,11 +66,12 @@ class CaptureResult:
     # With symbolic sizes: the symbols (each a dynamic dim of an input: source and dim) and the
     # guards that decisions on them recorded, through capture and every later stage
     sizes: SizeEnv | None = None
-    symbols: dict[str, tuple[Source, int]] = field(default_factory=dict)
+    symbols: dict[str, tuple[Source, int | None]] = field(default_factory=dict)  # dim None: an int itself
 
     def symbol_values(self, args: tuple, kwargs: dict) -> dict[str, int]:
         """What each symbol is in a call."""
-        return {name: source.get(args, kwargs).shape[dim] for name, (source, dim) in self.symbols.items()}
+        return {name: source.get(args, kwargs) if dim is None else source.get(args, kwargs).shape[dim]
+                for name, (source, dim) in self.symbols.items()}
 
     def dynamic_sizes(self, args: tuple, kwargs: dict) -> tuple[int, ...]:
         """The sizes of the dynamic dims in a call: what tells this entry's graphs apart."""
@@ -136,21 +137,30 @@ def capture(fn: Callable[..., Any], args: tuple, kwargs: dict, allow_breaks: boo
     return _finish(state, run, args, kwargs)
 
 
-def capture_resume(point: ResumePoint, frame: RealFrame, float_inputs: frozenset[str] = frozenset()) -> CaptureResult:
+def capture_resume(point: ResumePoint, frame: RealFrame, float_inputs: frozenset[str] = frozenset(),
+                   dynamic_dims: DynamicDims | None = None, symbolic: bool = False) -> CaptureResult:
     """Capture the next segment of a function that broke at `point`: its own frame continues at
     `frame.index` with `frame`'s real values, which are this segment's arguments. The float
-    slots named in `float_inputs` ("args[2]") become graph inputs instead of constants."""
+    slots named in `float_inputs` ("args[2]") become graph inputs instead of constants.
+    `dynamic_dims` and `symbolic` as for `capture`."""
     state = CaptureState()
     state.allow_breaks = True
+    if dynamic_dims is not None and symbolic:  # dynamic dims only with symbols: a segment has no per-size variants
+        state.dynamic_dims, state.sizes = dynamic_dims, SizeEnv()
     arguments = frame.arguments()
     device = next((v.device for v in arguments if isinstance(v, torch.Tensor)), torch.device("cpu"))
 
     def run() -> Variable:
         cells = {*point.function.__code__.co_cellvars, *point.function.__code__.co_freevars}
         sources = [arg_source(i, label) for i, label in enumerate(frame.labels())]
-        values = [float_input(state, value, source, device) if type(value) is float and source.path in float_inputs
-                  else _wrap_slot(state, value, source, source.label in cells)
-                  for value, source in zip(arguments, sources, strict=True)]
+        slots = list(zip(arguments, sources, strict=True))
+        # tensors first: an int slot that equals one of their symbolic dims is read as that symbol
+        wrapped = {i: float_input(state, value, source, device) if type(value) is float and source.path in float_inputs
+                   else _wrap_slot(state, value, source, source.label in cells)
+                   for i, (value, source) in enumerate(slots) if not _is_size_slot(state, value)}
+        wrapped.update({i: _size_slot(state, value, source) for i, (value, source) in enumerate(slots)
+                        if _is_size_slot(state, value)})
+        values = [wrapped[i] for i in range(len(slots))]
         depth = len(frame.stack)
         translator = InstructionTranslator(state, point.function, dict(zip(frame.locals, values[depth:],
                                                                            strict=True)), depth=1)
@@ -158,6 +168,26 @@ def capture_resume(point: ResumePoint, frame: RealFrame, float_inputs: frozenset
         return translator.run()
 
     return _finish(state, run, arguments, {})
+
+
+def _is_size_slot(state: CaptureState, value: Any) -> bool:
+    return state.sizes is not None and type(value) is int and value >= 2
+
+
+def _size_slot(state: CaptureState, value: int, source: Source) -> Variable:
+    """An int in a rebuilt frame (`b = x.shape[0]`, alive across the break) that equals a symbolic
+    dim of one of the frame's tensors is that dim's symbol, guarded to stay equal to it; any other
+    int is a constant, guarded by its value."""
+    assert state.sizes is not None
+    dim_symbol = next((SymSize({(name,): 1}, state.sizes) for name, (_, dim) in state.symbols.items()
+                       if dim is not None and state.sizes.hints[name] == value), None)
+    if dim_symbol is None:
+        return state.wrap(value, source)
+    own = state.sizes.symbol(value)
+    state.symbols[own.code()] = (source, None)
+    state.sizes.record(SizeGuard(own, "==", dim_symbol))
+    state.add_guard(type_guard(source, int), source)
+    return ConstantVariable(dim_symbol)
 
 
 def _wrap_slot(state: CaptureState, value: Any, source: Source, is_cell: bool) -> Variable:

@@ -91,7 +91,7 @@ class CaptureState:
         self.dynamic_dims: Callable[[str, torch.Tensor], tuple[int, ...]] = lambda path, tensor: ()
         self.dynamic_inputs: list[tuple[Source, tuple[int, ...]]] = []  # those that have any
         self.sizes: SizeEnv | None = None  # set when dynamic dims are symbols in the graph
-        self.symbols: dict[str, tuple[Source, int]] = {}  # symbol -> the input dim it stands for
+        self.symbols: dict[str, tuple[Source, int | None]] = {}  # symbol -> the input dim (or int) it stands for
         self.root_frame: object | None = None  # that frame: the first one to run (see translator.py)
         self.instructions_run = 0
         self._guard_texts: set[str] = set()

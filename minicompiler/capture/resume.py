@@ -50,6 +50,7 @@ from minicompiler.capture.variables import (
     Variable,
 )
 from minicompiler.ir import Node
+from minicompiler.ir.symbolic import SymSize, is_symbolic
 
 if TYPE_CHECKING:
     from minicompiler.capture.builder import CaptureState
@@ -180,7 +181,7 @@ class FrameRecipe:
 
     stack: list[Recipe]
     locals: dict[str, Recipe]
-    outputs: list[Node]
+    outputs: list[Any]  # Nodes, and symbolic sizes the frame holds
 
     def rebuild(self, outputs: list[Any], args: tuple, kwargs: dict) -> tuple[list[Any], dict[str, Any]]:
         env = BuildEnv(list(outputs), args, kwargs)
@@ -215,7 +216,7 @@ def write_recipe(state: CaptureState, stack: list[Variable], local: dict[str, Va
 class _RecipeWriter:
     def __init__(self, state: CaptureState) -> None:
         self.state = state
-        self.outputs: list[Node] = []
+        self.outputs: list[Any] = []  # Nodes, and symbolic sizes
         self.live: list[TensorVariable] = []
         self._written: dict[int, Recipe] = {}  # id(Variable) -> its recipe: shared values stay shared
 
@@ -238,7 +239,7 @@ class _RecipeWriter:
         if var is NULL:
             return Fixed(REAL_NULL)
         if isinstance(var, ConstantVariable):
-            return Fixed(var.value)
+            return self._constant(var.value)
         if isinstance(var, (TupleVariable, ListVariable, DictVariable)) and var.source is not None:
             return Reread(var.source)  # passed in, never changed by capture (that would have broken)
         if isinstance(var, TupleVariable) and var.names is None:
@@ -267,6 +268,16 @@ class _RecipeWriter:
         if node not in self.outputs:
             self.outputs.append(node)
         return self.outputs.index(node)
+
+    def _constant(self, value: Any) -> Recipe:
+        """A constant as it is; a symbolic size (`B = x.shape[0]`, alive at the break) becomes a
+        graph output, which the compiled code returns as this call's number."""
+        if isinstance(value, SymSize):
+            self.outputs.append(value)
+            return GraphOutput(len(self.outputs) - 1)
+        if type(value) is tuple and is_symbolic(value):
+            return Container(tuple, [self._constant(v) for v in value])
+        return Fixed(value)
 
     def _function(self, var: UserFunctionVariable) -> Recipe:
         defaults = [*(var.fn.__defaults__ or ()), *(var.fn.__kwdefaults__ or {}).values()]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from minicompiler.fuse.schedule import Kernel
-from minicompiler.ir.graph import Node, TensorMeta
+from minicompiler.ir.graph import Node, TensorMeta, flatten
 from minicompiler.ir.symbolic import SymSize, size_code, symbol_of
 
 
@@ -125,17 +125,29 @@ class KernelSizes:
         static = self.kernel.domain if len(shape) == len(self.kernel.domain) else self.kernel.reduced_shape
         return tuple(e if s == k else s for e, s, k in zip(full, shape, static, strict=True))
 
-    def express(self, size: Any) -> str | None:
-        """A symbolic size (a SymSize) in this kernel's size arguments (`size1 * size2`), when
-        each of its symbols is one of the kernel's dims; None otherwise."""
+    def _symbol_names(self) -> dict[str, str]:
+        """Each symbol a size inside this kernel uses -> its name in the kernel: the size argument
+        of a dim that is that symbol (`size1`), or an argument of its own (`sym_s0`)."""
         names = {}
         for symbol, dim_size in zip(self.domain, self.kernel.domain, strict=True):
             found = symbol_of(dim_size)
             if isinstance(symbol, Symbol) and found is not None and found[1] == 1:
                 names.setdefault(found[0], str(symbol))
-        if not isinstance(size, SymSize) or size.symbols() - names.keys():
+        for name in self._constant_symbols():
+            names.setdefault(name, f"sym_{name}")
+        return names
+
+    def _constant_symbols(self) -> list[str]:
+        """The symbols of sizes the kernel computes with as values (a mean's count)."""
+        return sorted({name for node in self.kernel.nodes for arg in flatten((node.args, node.kwargs))
+                       if isinstance(arg, SymSize) for name in arg.symbols()})
+
+    def express(self, size: Any) -> str | None:
+        """A symbolic size (a SymSize) in this kernel's size arguments (`size1 * sym_s0`);
+        None when the kernel is not shape-generic."""
+        if not self.dynamic or not isinstance(size, SymSize):
             return None
-        return f"({size.code(names)})"
+        return f"({size.code(self._symbol_names())})"
 
     def strides(self, meta: TensorMeta, shape: tuple[int, ...], param: str) -> tuple[Extent, ...]:
         """Strides of the buffer `param` (of `meta`) broadcast to `shape`: numbers when static;
@@ -165,7 +177,13 @@ class KernelSizes:
                 arguments += [SizeArgument(f"{param}_stride{d}", node, "stride", d, stride)
                               for d, (size, stride) in enumerate(zip(meta.shape, meta.stride(), strict=True))
                               if size != 1 and stride != 0]
-        return arguments
+        own = {name: param for name, param in self._symbol_names().items() if param.startswith("sym_")}
+        return arguments + [SizeArgument(param, None, "shape", -1, SymSize({(name,): 1}, self._env()))
+                            for name, param in own.items()]
+
+    def _env(self) -> Any:
+        return next(arg.env for node in self.kernel.nodes for arg in flatten((node.args, node.kwargs))
+                    if isinstance(arg, SymSize))
 
     def _size_argument(self, dim: int, inputs: list[tuple[str, Node]]) -> SizeArgument:
         """Domain dim `dim`'s size, read from an input of the domain's rank that is not broadcast
