@@ -400,14 +400,17 @@ def _failed_size_guard(entry: CacheEntry, args: tuple, kwargs: dict) -> str | No
     if entry.symbolic_failure is not None:
         return entry.symbolic_failure
     values = captured.symbol_values(args, kwargs)
-    failed = captured.sizes.first_failing(values)
-    if failed is None:
+    sizes = captured.sizes
+    failed = sizes.first_failing(values)
+    if failed is None and not entry.compiled.has_program(torch.is_grad_enabled() and entry.needs_autograd):
+        known = len(sizes.guards)
         try:
             entry.compiled.program_for(captured.fetch_inputs(args, kwargs))
         except Exception as error:  # noqa: BLE001 - as in _compile_symbolic: compile for the sizes instead
             entry.symbolic_failure = f"a program for symbolic sizes failed: {type(error).__name__}: {error}"
             return entry.symbolic_failure
-        failed = captured.sizes.first_failing(values)
+        if len(sizes.guards) != known:
+            failed = sizes.first_failing(values)
     if failed is None:
         return None
     sizes = ", ".join(f"{name}={value}" for name, value in values.items())

@@ -89,6 +89,11 @@ class CompiledGraph:
             self._inference = self._compile_inference()
         return self._inference
 
+    def has_program(self, training: bool) -> bool:
+        """Is the program a call needs (training or not, outside autocast) generated already?"""
+        program = self._training if training else self._inference
+        return program is not None and autocast_state(self.device_types) is None
+
     def _autocast_program(self, region: tuple[str, torch.dtype], inputs: list[torch.Tensor]) -> Runner:
         """Kernels are generated for fixed dtypes, and autocast picks dtypes per op: the graph is
         compiled again with autocast's casts written into it, once per region kind."""

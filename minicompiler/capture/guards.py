@@ -61,13 +61,15 @@ def tensor_guard(source: Source, tensor: torch.Tensor, dynamic_dims: Sequence[in
             and t.requires_grad == requires_grad
         )
 
+    static_sizes = [shape[d] for d in static_dims]
+
     def dynamic_predicate(t: Any) -> bool:
         return (
             isinstance(t, torch.Tensor)
             and t.dtype == dtype
             and t.ndim == len(shape)
-            and all(t.shape[d] == shape[d] for d in static_dims)
-            and all(t.shape[d] >= 2 for d in dynamic_dims)
+            and [t.shape[d] for d in static_dims] == static_sizes
+            and min([t.shape[d] for d in dynamic_dims]) >= 2
             and t.is_contiguous()
             and t.device == device
             and t.requires_grad == requires_grad
