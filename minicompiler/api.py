@@ -16,7 +16,6 @@ import inspect
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, overload
 
 import torch
@@ -36,8 +35,9 @@ from minicompiler.capture import (
 from minicompiler.capture.resume import REAL_NULL
 from minicompiler.capture.resume_function import resume_function
 from minicompiler.capture_report import add_trace, break_info, merge_bytecode, segment_reason, slot_name
-from minicompiler.pipeline import BACKENDS, CompiledGraph, compile_graph
+from minicompiler.pipeline import BACKENDS, compile_graph
 from minicompiler.report import CompileReport, InstructionInfo
+from minicompiler.runtime.cache import CacheEntry, failed_size_guard, first_passing, first_runnable, why_not_runnable
 
 # torch.compile's modes, and what each switches on here: (CUDA graphs, autotuned launch configs)
 MODES = {
@@ -56,22 +56,6 @@ class GraphBreakError(RuntimeError):
     """Raised with fullgraph=True when the function cannot be captured as one graph, and when a
     later segment of a function with graph breaks cannot resume (earlier segments' side effects
     have already happened, so running the whole call eagerly again would repeat them)."""
-
-
-@dataclass
-class CacheEntry:
-    guards: list[Guard]
-    captured: CaptureResult
-    compiled: CompiledGraph
-    report: CompileReport
-    needs_autograd: bool
-    # With dynamic dims: the sizes this entry was captured for, and the graphs captured for other
-    # sizes that pass the same guards (their kernels are shape-generic, so shared)
-    sizes: tuple[int, ...] = ()
-    variants: dict[tuple[int, ...], CacheEntry] = field(default_factory=dict)
-    # With symbolic sizes: why a program this entry needed later could not be generated (every
-    # call then compiles for its own sizes)
-    symbolic_failure: str | None = None
 
 
 def _choose_backend(backend: str, args: tuple, kwargs: dict) -> str:
@@ -126,7 +110,7 @@ class CompiledFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.runs_eagerly is not None:
             return self.fn(*args, **kwargs)
-        entry = _first_passing(self.cache, args, kwargs)
+        entry = first_passing(self.cache, args, kwargs)
         if entry is not None:
             entry, report = self._for_sizes(entry, args, kwargs)
         elif len(self.cache) >= CACHE_SIZE_LIMIT:
@@ -183,7 +167,7 @@ class CompiledFunction:
             return entry, None
         reason = None
         if entry.captured.sizes is not None:  # one symbolic graph for all sizes its size guards allow
-            reason = _failed_size_guard(entry, args, kwargs)
+            reason = failed_size_guard(entry, args, kwargs)
             if reason is None:
                 return entry, None
         sizes = entry.captured.dynamic_sizes(args, kwargs)
@@ -226,9 +210,9 @@ class CompiledFunction:
             if key in self.uncapturable_segments:
                 return _run_rest_for_real(point, frame)
             entries = self.resume_cache.setdefault(key, [])
-            entry = _first_runnable(entries, args)
+            entry = first_runnable(entries, args)
             if entry is None:
-                failed = _why_not_runnable(entries[-1], args) if entries else None
+                failed = why_not_runnable(entries[-1], args) if entries else None
                 report = report or self._new_report(segment_reason(point, failed))
                 self._learn_float_inputs(key, failed, args)
                 symbolic = not any(e.captured.sizes is not None for e in entries)  # one symbolic entry a segment
@@ -392,31 +376,6 @@ class CompiledFunction:
                           captured.dynamic_sizes(args, kwargs))
 
 
-def _failed_size_guard(entry: CacheEntry, args: tuple, kwargs: dict) -> str | None:
-    """Why a symbolic entry cannot run this call (a size guard that fails), or None when it can.
-    The program the call needs is generated first: generating it may decide more about sizes."""
-    captured = entry.captured
-    assert captured.sizes is not None
-    if entry.symbolic_failure is not None:
-        return entry.symbolic_failure
-    values = captured.symbol_values(args, kwargs)
-    sizes = captured.sizes
-    failed = sizes.first_failing(values)
-    if failed is None and not entry.compiled.has_program(torch.is_grad_enabled() and entry.needs_autograd):
-        known = len(sizes.guards)
-        try:
-            entry.compiled.program_for(captured.fetch_inputs(args, kwargs))
-        except Exception as error:  # noqa: BLE001 - as in _compile_symbolic: compile for the sizes instead
-            entry.symbolic_failure = f"a program for symbolic sizes failed: {type(error).__name__}: {error}"
-            return entry.symbolic_failure
-        if len(sizes.guards) != known:
-            failed = sizes.first_failing(values)
-    if failed is None:
-        return None
-    sizes = ", ".join(f"{name}={value}" for name, value in values.items())
-    return f"size guard failed: {failed} ({sizes})"
-
-
 def _write_back(inputs: list[torch.Tensor], mutated: list[int], new_values: list[torch.Tensor]) -> None:
     """Finish the in-place updates the graph computed functionally (`x.add_(1)`, BatchNorm's running
     statistics): copy each new value into the caller's tensor, in the order eager changed them."""
@@ -432,28 +391,6 @@ def _run_rest_for_real(point: ResumePoint, frame: RealFrame) -> Any:
     CPython runs the rest of the function from the break on (a resume function, as Dynamo makes)."""
     offset = point.instructions[frame.index].offset
     return resume_function(point.function, offset, frame.stack, frame.locals, REAL_NULL)()
-
-
-def _first_runnable(entries: list[CacheEntry], args: tuple) -> CacheEntry | None:
-    """The first segment entry whose guards (and size guards, if symbolic) pass for a frame."""
-    for entry in entries:
-        if _why_not_runnable(entry, args) is None:
-            return entry
-    return None
-
-
-def _why_not_runnable(entry: CacheEntry, args: tuple) -> Guard | str | None:
-    failed = first_failing_guard(entry.guards, args, {})
-    if failed is None and entry.captured.sizes is not None:
-        return _failed_size_guard(entry, args, {})
-    return failed
-
-
-def _first_passing(entries: list[CacheEntry], args: tuple, kwargs: dict) -> CacheEntry | None:
-    for entry in entries:
-        if first_failing_guard(entry.guards, args, kwargs) is None:
-            return entry
-    return None
 
 
 @overload

@@ -59,6 +59,7 @@ def specialize(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
 
 
 def broadcast(shapes: list[Shape]) -> Shape:
+    """torch.broadcast_shapes, for sizes that may be symbolic."""
     ndim = max(map(len, shapes), default=0)
     result: list[Any] = [1] * ndim
     for shape in shapes:
@@ -71,6 +72,7 @@ def broadcast(shapes: list[Shape]) -> Shape:
 
 
 def reduced(shape: Shape, dims: Any, keepdim: bool) -> Shape:
+    """The shape a reduction over `dims` leaves."""
     dims = (dims,) if isinstance(dims, int) else tuple(dims or ())  # None and () fold every dim
     folded = {d % len(shape) for d in dims} if dims and shape else set(range(len(shape)))
     return tuple(1 if d in folded else s for d, s in enumerate(shape) if keepdim or d not in folded)
@@ -217,10 +219,8 @@ def view_strides(op: str, args: tuple[Any, ...], shape: Shape) -> Shape | None:
     """A view's strides in symbols, or None when the rule would need torch's own view logic."""
     x = args[0].meta
     strides = x.stride()
-    if op == "reshape":
-        contiguous = all(s == e for n, s, e in zip(x.shape, strides, contiguous_strides(x.shape), strict=True)
-                         if n != 1)
-        return contiguous_strides(shape) if contiguous else None
+    if op == "reshape":  # a view of a contiguous tensor only (otherwise torch's own rules decide)
+        return contiguous_strides(shape) if x.is_contiguous() else None
     if op == "permute":
         return tuple(strides[d] for d in args[1])
     if op == "expand":
