@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import minicompiler
+from minicompiler.bench.models import MiniTransformer
 
 SEQUENCE_LENGTHS = (32, 64, 128, 256)  # seed 003's loop
 BACKENDS = ("cpp", "triton")
@@ -179,3 +180,24 @@ def test_autocast_regions_compile_symbolic_sizes_too() -> None:
         assert got.dtype == expected.dtype
         torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2)
     assert len(compiled.reports) == 1 and compiled.report.graphs[0].variants  # the autocast variant, symbolic
+
+
+def test_seed_003_transformer_serves_every_sequence_length_from_one_graph() -> None:
+    """Embeddings, torch.arange(seq_len), attention's transposes and reshapes: all in symbols."""
+    torch.manual_seed(0)
+    model = MiniTransformer(vocab_size=100, d_model=32, num_heads=4, num_layers=1, d_ff=64).eval()
+    compiled = minicompiler.compile(model, dynamic=True)
+    for length in (8, 12, 20):
+        ids = torch.randint(0, 100, (3, length))
+        model.zero_grad()
+        compiled(ids).square().sum().backward()
+        got = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        expected = model(ids)
+        expected.square().sum().backward()
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(ids), expected, rtol=1e-4, atol=1e-4)
+        for mine, eager in zip(got, [p.grad for p in model.parameters()], strict=True):
+            torch.testing.assert_close(mine, eager, rtol=1e-3, atol=1e-4)
+    assert len(compiled.reports) == 1, [r.recompile_reason for r in compiled.reports]
+    assert not [line for line in compiled.report.dynamic if "==" in line]  # no size specialized

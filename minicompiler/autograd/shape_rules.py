@@ -12,6 +12,7 @@ import torch
 
 from minicompiler.autograd.vjp import Grads, GraphOps, NotDifferentiable, normalize_dim, sum_to_size, vjp, zeros
 from minicompiler.ir import Node
+from minicompiler.ir.symbolic_shapes import slice_bounds
 
 
 # --- reductions ----------------------------------------------------------------------------
@@ -57,23 +58,25 @@ def vjp_expand(ops: GraphOps, g: Node, y: Node, x: Node, shape: tuple[int, ...])
 def vjp_slice(
     ops: GraphOps, g: Node, y: Node, x: Node, dim: int, start: Any, end: Any, step: int = 1
 ) -> Grads:
-    taken = range(x.meta.shape[dim])[start:end:step]  # Python resolves None, negatives and clamping
+    # Python's rules for None, negatives and clamping (sizes may be symbolic)
+    first, _, step = slice_bounds(slice(start, end, step), x.meta.shape[dim])
+    count = g.meta.shape[dim]  # how many elements the slice took
 
     def zeros_along_dim(size: int) -> Node:
         shape = (*x.meta.shape[:dim], size, *x.meta.shape[dim + 1 :])
         return zeros(ops, shape, g.meta.dtype, g.meta.device)
 
-    if len(taken) == 0:
+    if count == 0:
         return (zeros_along_dim(x.meta.shape[dim]),)
     if step > 1:  # interleave step-1 zeros after every element: (.., n, ..) -> (.., n * step, ..)
         shape = g.meta.shape
         column = ops.reshape(g, (*shape[: dim + 1], 1, *shape[dim + 1 :]))
         gaps = zeros(ops, (*shape[: dim + 1], step - 1, *shape[dim + 1 :]), g.meta.dtype, g.meta.device)
         spread = ops.cat([column, gaps], dim + 1)  # (.., n, step, ..)
-        g = ops.reshape(spread, (*shape[:dim], len(taken) * step, *shape[dim + 1 :]))
-        g = ops.slice(g, dim, 0, (len(taken) - 1) * step + 1)  # drop the gaps after the last element
-    after = x.meta.shape[dim] - taken.start - g.meta.shape[dim]
-    pieces = [zeros_along_dim(taken.start)] if taken.start else []
+        g = ops.reshape(spread, (*shape[:dim], count * step, *shape[dim + 1 :]))
+        g = ops.slice(g, dim, 0, (count - 1) * step + 1)  # drop the gaps after the last element
+    after = x.meta.shape[dim] - first - g.meta.shape[dim]
+    pieces = [zeros_along_dim(first)] if first else []
     pieces += [g] + ([zeros_along_dim(after)] if after else [])
     return (ops.cat(pieces, dim) if len(pieces) > 1 else g,)
 

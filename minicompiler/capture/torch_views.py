@@ -136,7 +136,7 @@ def select(g: Graph, x: Node, dim: int, index: int) -> Node:
     size = x.meta.shape[d]
     if not -size <= index < size:
         raise Unsupported(f"index {index} is out of range for dim {d} of size {size}")
-    return g.call("select", x, d, index % size)
+    return g.call("select", x, d, index if index >= 0 else index + size)
 
 
 def slice_dim(g: Graph, x: Node, dim: int, key: slice) -> Node:

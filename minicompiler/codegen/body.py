@@ -69,7 +69,9 @@ def _operand_dtypes(node: Node, operands: list[Any]) -> list[torch.dtype]:
     """The compute dtype each operand is converted to before the op (torch's type promotion)."""
     out = compute_dtype(node.meta.dtype)
     if node.op in COMPARISONS:  # compare in the promoted type of the operands
-        fakes = [a.meta.fake() if isinstance(a, Node) else size_hint(a) for a in operands]
+        # promotion reads dtypes and which operands are 0-d, not sizes (which may be symbols)
+        fakes = [torch.empty((1,) * a.meta.ndim, dtype=a.meta.dtype, device="meta") if isinstance(a, Node)
+                 else size_hint(a) for a in operands]
         return [compute_dtype(torch.result_type(*fakes))] * 2
     if node.op in LOGICAL:
         return [torch.bool] * len(operands)

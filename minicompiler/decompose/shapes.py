@@ -80,7 +80,8 @@ def squeeze(ops: GraphOps, x: Node, dims: int | Sequence[int] | None = None) -> 
 def select(ops: GraphOps, x: Node, dim: int, index: int) -> Node:
     # x[:, i] -> slice(x, 1, i, i+1) then reshape the size-1 dim away
     dim = wrap_dim(dim, x.meta.ndim)
-    index = index % x.meta.shape[dim]  # the meta check already rejected out-of-range indices
+    if index < 0:  # the meta check already rejected out-of-range indices
+        index = index + x.meta.shape[dim]
     row = ops.slice(x, dim, index, index + 1, 1)
     return ops.reshape(row, x.meta.shape[:dim] + x.meta.shape[dim + 1 :])
 

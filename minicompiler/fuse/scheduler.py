@@ -20,6 +20,8 @@ from minicompiler.fuse.rules import can_fuse, iteration_space, kernel_refusal, v
 from minicompiler.fuse.schedule import Alias, ExternCall, FusionDecision, Kernel, Schedule, Step
 from minicompiler.ir.graph import Graph, Node
 from minicompiler.ir.ops import OPS
+from minicompiler.ir.symbolic import is_symbolic
+from minicompiler.ir.symbolic_shapes import reshape_view_strides
 
 MAX_NAME_OPS = 5  # kernel names list at most this many ops, then "_etc"
 
@@ -53,8 +55,10 @@ def _is_viewable(view: Node) -> bool:
     if view.op != "reshape":
         return True
     source = view.args[0].meta
-    if source.is_contiguous():  # any reshape of a contiguous tensor is a view (asked without numbers:
-        return True            # its sizes may be symbolic)
+    if source.is_contiguous():  # any reshape of a contiguous tensor is a view
+        return True
+    if is_symbolic(source.shape):  # torch's rule, written out for sizes that are symbols
+        return reshape_view_strides(source.shape, source.stride(), view.meta.shape) is not None
     try:
         torch.empty_strided(source.shape, source.stride(), device="meta").view(view.meta.shape)
     except RuntimeError:

@@ -11,6 +11,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import torch
+import torch.nn.functional as F
+
 from minicompiler.ir.graph import Node, TensorMeta, contiguous_strides, flatten, map_structure
 from minicompiler.ir.symbolic import SymSize, is_symbolic
 
@@ -187,10 +190,33 @@ RULES: dict[str, ShapeRule] = {
     "addmm": lambda bias, a, b: _matmul(_shape(a), _shape(b)),
     "linear": lambda x, w, b=None: _matmul(_shape(x), _shape(w)[::-1]),
     "cat": lambda tensors, dim=0: _cat([_shape(t) for t in tensors], dim),
+    "torch_call": lambda fn, *args, **kwargs: _torch_call(fn, *args, **kwargs),
+    "torch_call_vjp": lambda fn, argnum, grad, *args, **kwargs: _shape(args[argnum]),  # like its input
     "full": lambda shape, *rest, **kw: tuple(shape),
     "lerp": lambda *args: broadcast([_shape(a) for a in args if isinstance(a, Node)]),
     "addcmul": lambda *args, **kw: broadcast([_shape(a) for a in args if isinstance(a, Node)]),
 }
+
+
+def _arange(*args: Any, **kwargs: Any) -> Shape:
+    """torch.arange(n) of a size n (integer bounds, step 1): n - start elements."""
+    if len(args) > 2 or not all(isinstance(a, int | SymSize) for a in args):
+        raise _NoRule
+    start, end = (0, args[0]) if len(args) == 1 else args
+    return (max(end - start, 0),)
+
+
+# torch functions kept whole (`torch_call`) whose result shape is known in symbols
+TORCH_CALL_RULES: dict[Callable[..., Any], ShapeRule] = {
+    F.embedding: lambda ids, weight, *rest, **kw: _shape(ids) + _shape(weight)[1:],
+    torch.arange: _arange,
+}
+
+
+def _torch_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Shape:
+    if fn not in TORCH_CALL_RULES:
+        raise _NoRule
+    return TORCH_CALL_RULES[fn](*args, **kwargs)
 
 
 def _cat(shapes: list[Shape], dim: int) -> Shape:
@@ -215,12 +241,39 @@ def symbolic_shape(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Sh
     return None
 
 
+def reshape_view_strides(shape: Shape, strides: Shape, target: Shape) -> Shape | None:
+    """The strides of `target` as a view of a tensor with `shape` and `strides`, or None when no
+    view can have it (torch's computeStride: each run of dims that are contiguous with each
+    other may be split or merged, no more). On symbolic sizes each comparison is a guard."""
+    if not shape or not target:
+        return None  # 0-d: left to torch
+    result: list[Any] = [0] * len(target)
+    view_d, chunk_stride = len(target) - 1, strides[-1]
+    tensor_numel, view_numel = 1, 1
+    for tensor_d in reversed(range(len(shape))):
+        tensor_numel *= shape[tensor_d]
+        chunk_ends = tensor_d == 0 or (shape[tensor_d - 1] != 1
+                                       and strides[tensor_d - 1] != tensor_numel * chunk_stride)
+        if chunk_ends:
+            while view_d >= 0 and (view_numel < tensor_numel or target[view_d] == 1):
+                result[view_d] = view_numel * chunk_stride
+                view_numel *= target[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if tensor_d > 0:
+                chunk_stride, tensor_numel, view_numel = strides[tensor_d - 1], 1, 1
+    return tuple(result) if view_d == -1 else None
+
+
 def view_strides(op: str, args: tuple[Any, ...], shape: Shape) -> Shape | None:
     """A view's strides in symbols, or None when the rule would need torch's own view logic."""
     x = args[0].meta
     strides = x.stride()
-    if op == "reshape":  # a view of a contiguous tensor only (otherwise torch's own rules decide)
-        return contiguous_strides(shape) if x.is_contiguous() else None
+    if op == "reshape":  # a view where one can be made, else (as torch does) a contiguous copy
+        if x.is_contiguous():
+            return contiguous_strides(shape)
+        return reshape_view_strides(x.shape, strides, shape) or contiguous_strides(shape)
     if op == "permute":
         return tuple(strides[d] for d in args[1])
     if op == "expand":

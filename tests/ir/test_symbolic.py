@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
+import torch
 
 from minicompiler.ir.symbolic import SizeEnv, bind_symbols, size_code
+from minicompiler.ir.symbolic_shapes import reshape_view_strides
 
 
 def symbols(*hints: int) -> tuple[SizeEnv, list]:
@@ -66,3 +70,32 @@ def test_bind_symbols_reads_a_call_and_checks_it_fits() -> None:
     assert bind_symbols(shapes, [(5, 4), (12, 5)]) == {"s0": 5, "s1": 3}
     with pytest.raises(ValueError, match="do not fit"):
         bind_symbols(shapes, [(5, 4), (12, 6)])  # s0 is 5 and 6
+
+
+def test_reshape_view_strides_agrees_with_torch() -> None:
+    """The port of torch's view rule, on plain ints, against torch itself."""
+    base = torch.randn(4, 6, 10)
+    tensors = [base, base.transpose(0, 1), base.permute(2, 0, 1), base[:, ::2], base[1:3], base[:, :, :5],
+               base.transpose(1, 2)[:, 1:]]
+    targets = [(-1,), (4, 60), (24, 10), (2, 2, 60), (4, 6, 10), (6, 4, 10), (4, 6, 5, 2), (1, 240)]
+    for x in tensors:
+        for target in targets:
+            target = tuple(x.numel() if t == -1 else t for t in target)
+            if math.prod(target) != x.numel():
+                continue
+            try:
+                expected = tuple(x.view(target).stride())
+            except RuntimeError:
+                expected = None
+            got = reshape_view_strides(tuple(x.shape), tuple(x.stride()), target)
+            assert got == expected or (expected is not None and got is not None and all(
+                n == 1 or a == b for n, a, b in zip(target, got, expected, strict=True))), (x.shape, x.stride(), target)
+
+
+def test_reshape_view_strides_on_symbols() -> None:
+    env, (s0, s1) = symbols(4, 6)
+    transposed = ((s1, s0, 8), (8, 8 * s1, 1))  # (s0, s1, 8) with its first two dims swapped
+    strides = reshape_view_strides(*transposed, (s1, s0, 2, 4))  # splitting a dim: a view
+    assert strides is not None and [size_code(s) for s in strides] == ["8", "8*s1", "4", "1"]
+    assert reshape_view_strides(*transposed, (s1, s0 * 8)) is None  # merging across the swap: a copy
+    assert reshape_view_strides(*transposed, (s1 * s0, 8)) is None
