@@ -42,7 +42,7 @@ unit: $(VENV)/.installed extension/lib/report.js
 
 # capture-py312, capture-py313 (never files: a pattern rule, which make does not try for .PHONY targets)
 capture-py3%: .venv3%/.installed
-	.venv3$*/bin/pytest tests/capture
+	TRITON_INTERPRET=1 .venv3$*/bin/pytest tests/capture tests/test_symbolic_sizes.py
 
 # The JupyterLab extension's renderer, compiled so tests/notebook can run its node tests.
 extension/lib/report.js: extension/src/report.ts extension/package.json
