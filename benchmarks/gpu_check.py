@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 
 import minicompiler
-from minicompiler.bench.timing import device_seconds, median_call_seconds
 from minicompiler.bench.models import MiniTransformer
+from minicompiler.bench.timing import device_seconds, median_call_seconds
 from minicompiler.bench.workloads import WORKLOADS, BiasGeluLayerNorm, SimpleModel
 
 TOL = {"rtol": 1e-4, "atol": 1e-4}

@@ -182,13 +182,15 @@ def test_autocast_regions_compile_symbolic_sizes_too() -> None:
     assert len(compiled.reports) == 1 and compiled.report.graphs[0].variants  # the autocast variant, symbolic
 
 
-def test_seed_003_transformer_serves_every_sequence_length_from_one_graph() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_seed_003_transformer_serves_every_sequence_length_from_one_graph(backend: str) -> None:
     """Embeddings, torch.arange(seq_len), attention's transposes and reshapes: all in symbols."""
     torch.manual_seed(0)
-    model = MiniTransformer(vocab_size=100, d_model=32, num_heads=4, num_layers=1, d_ff=64).eval()
-    compiled = minicompiler.compile(model, dynamic=True)
+    device = device_for(backend)
+    model = MiniTransformer(vocab_size=100, d_model=32, num_heads=4, num_layers=1, d_ff=64).to(device).eval()
+    compiled = minicompiler.compile(model, backend=backend, dynamic=True)
     for length in (8, 12, 20):
-        ids = torch.randint(0, 100, (3, length))
+        ids = torch.randint(0, 100, (3, length), device=device)
         model.zero_grad()
         compiled(ids).square().sum().backward()
         got = [p.grad.clone() for p in model.parameters()]

@@ -60,6 +60,11 @@ def input_params(kernel: Kernel) -> list[tuple[str, Node]]:
     return [(param_name(b.node, False), b.node) for b in kernel.inputs]
 
 
+def output_params(kernel: Kernel) -> list[tuple[str, Node]]:
+    """(parameter, node) of each buffer the kernel writes."""
+    return [(param_name(b.node, True), b.node) for b in kernel.outputs]
+
+
 def _full_value(node: Node) -> bool | int | float:
     value = node.args[1] if len(node.args) > 1 else node.kwargs["value"]
     return python_value(value, node.meta.dtype)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from minicompiler.codegen.body import BodyWriter, input_params, param_name
+from minicompiler.codegen.body import BodyWriter, input_params, output_params, param_name
 from minicompiler.codegen.common import (
     CodegenError,
     CodeWriter,
@@ -327,7 +327,7 @@ def kernel_source(kernel: Kernel, dynamic: bool = False) -> CodeWriter:
     params = [f"const {STORAGE_TYPES[b.dtype]}* __restrict__ {param_name(b.node, False)}"
               for b in kernel.inputs]
     params += [f"{STORAGE_TYPES[b.dtype]}* __restrict__ {param_name(b.node, True)}" for b in kernel.outputs]
-    params += [f"int64_t {a.param}" for a in ops.sizes.arguments(input_params(kernel))]
+    params += [f"int64_t {a.param}" for a in ops.sizes.arguments(input_params(kernel), output_params(kernel))]
     w.line(f'extern "C" void {kernel.name}({", ".join(params)}) {{')
     with w.indent():
         parallel = _parallel_clause(ops.sizes)
@@ -402,7 +402,7 @@ def load_kernels(source: str, kernels: list[Kernel], dynamic: bool) -> dict[str,
     functions = {}
     for kernel in kernels:
         function = getattr(library, kernel.name)
-        sizes = KernelSizes(kernel, dynamic).arguments(input_params(kernel))
+        sizes = KernelSizes(kernel, dynamic).arguments(input_params(kernel), output_params(kernel))
         pointers = len(kernel.inputs) + len(kernel.outputs)
         function.argtypes = [ctypes.c_void_p] * pointers + [ctypes.c_int64] * len(sizes)
         function.restype = None

@@ -165,13 +165,15 @@ class KernelSizes:
             running = running if stride == 0 else running * size
         return tuple(reversed(strides))
 
-    def arguments(self, inputs: list[tuple[str, Node]]) -> list[SizeArgument]:
+    def arguments(self, inputs: list[tuple[str, Node]], outputs: list[tuple[str, Node]]) -> list[SizeArgument]:
         """The runtime sizes and strides a dynamic kernel takes, in order (none when static).
-        `inputs` are the kernel's input buffers as (kernel parameter, node)."""
+        `inputs` and `outputs` are the kernel's buffers as (kernel parameter, node); sizes are
+        read from inputs, strides from any buffer that is not contiguous (an output that is a view
+        is allocated with its view's strides: see wrapper.py)."""
         if not self.dynamic:
             return []
         arguments = [self._size_argument(d, inputs) for d, size in enumerate(self.domain) if isinstance(size, Symbol)]
-        for param, node in inputs:
+        for param, node in inputs + outputs:
             meta = node.meta
             if not meta.is_contiguous():
                 arguments += [SizeArgument(f"{param}_stride{d}", node, "stride", d, stride)

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 import torch
 
-from minicompiler.codegen.body import BodyWriter, input_params, param_name
+from minicompiler.codegen.body import BodyWriter, input_params, output_params, param_name
 from minicompiler.codegen.common import (
     CodegenError,
     CodeWriter,
@@ -317,7 +317,7 @@ def kernel_source(kernel: Kernel, dynamic: bool = False) -> CodeWriter:
             w.line(f"# {provenance_comment(node)}")
     params = [param_name(b.node, False) for b in kernel.inputs]
     params += [param_name(b.node, True) for b in kernel.outputs]
-    sizes = [a.param for a in ops.sizes.arguments(input_params(kernel))]
+    sizes = [a.param for a in ops.sizes.arguments(input_params(kernel), output_params(kernel))]
     config = launch_config(kernel, dynamic)
     params += sizes + [f"{name}: tl.constexpr" for name in config if name != "num_warps"]
     program = "tl.program_id(0).to(tl.int64)" if _needs_int64(kernel, dynamic) else "tl.program_id(0)"

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from minicompiler.codegen.body import input_params
+from minicompiler.codegen.body import input_params, output_params
 from minicompiler.codegen.common import CodegenError, provenance_comment
 from minicompiler.codegen.sizes import KernelSizes
 from minicompiler.fuse.schedule import ExternCall, Kernel, Schedule
@@ -113,7 +113,7 @@ def wrapper_source(schedule: Schedule, launch: Launch, dynamic: bool = False) ->
 
 def _kernel_lines(kernel: Kernel, w: _Writer, launch: Launch, dynamic: bool) -> list[str]:
     sizes = KernelSizes(kernel, dynamic)
-    arguments = sizes.arguments(input_params(kernel))
+    arguments = sizes.arguments(input_params(kernel), output_params(kernel))
     read = [a for a in arguments if a.attribute == "shape"]
     lines = []
     if read:  # size0, size1 = x.shape[0], x.shape[1]
@@ -124,7 +124,13 @@ def _kernel_lines(kernel: Kernel, w: _Writer, launch: Launch, dynamic: bool) -> 
         shape = [size_code(size) for size in sizes.of_shape(buffer.shape)]  # numbers, size0, ... or s0
         shape_text = f"({shape[0]},)" if len(shape) == 1 else f"({', '.join(shape)})"
         dtype = format_value(buffer.dtype)
-        lines.append(f"    {w.names[buffer.node]} = torch.empty({shape_text}, dtype={dtype}{device})")
+        if buffer.node.meta.is_contiguous():
+            lines.append(f"    {w.names[buffer.node]} = torch.empty({shape_text}, dtype={dtype}{device})")
+        else:  # a view the kernel stores (a row value expanded over its row): laid out as that view
+            strides = [size_code(stride) for stride in buffer.strides]
+            strides_text = f"({strides[0]},)" if len(strides) == 1 else f"({', '.join(strides)})"
+            lines.append(f"    {w.names[buffer.node]} = torch.empty_strided({shape_text}, {strides_text}, "
+                         f"dtype={dtype}{device})")
     if any(math.prod(b.shape) > 0 for b in kernel.outputs):  # nothing to compute into empty outputs
         size_args = [a.param if a.attribute == "shape" else a.source(w.names[a.buffer]) for a in arguments]
         lines.append(f"    {launch(kernel, [w.names[b.node] for b in kernel.inputs + kernel.outputs], size_args)}")
@@ -141,7 +147,7 @@ def _symbol_lines(schedule: Schedule, w: _Writer) -> list[str]:
                 read = f"{w.names[p]}.shape[{d}]"
                 bound[found[0]] = read if found[1] == 1 else f"{read} // {found[1]}"
     used = {name for node in schedule.graph.nodes if node.meta is not None
-            for size in node.meta.shape if isinstance(size, SymSize) for name in size.symbols()}
+            for size in node.meta.shape + node.meta.stride() if isinstance(size, SymSize) for name in size.symbols()}
     if used - bound.keys():
         raise CodegenError(f"the symbolic sizes {sorted(used - bound.keys())} cannot be read from any input")
     return [f"    {name} = {read}" for name, read in sorted(bound.items())]
