@@ -217,7 +217,8 @@ def check_symbolic_transformer() -> str:
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-3)
     assert len(compiled.reports) == 1, [r.recompile_reason for r in compiled.reports]
     kernels = sum(len(g.kernels) for g in compiled.report.graphs)
-    return f"ok  symbolic MiniTransformer on CUDA: 4 sequence lengths trained, 1 compilation ({kernels} kernels), grads match"
+    return (f"ok  symbolic MiniTransformer on CUDA: 4 sequence lengths trained, 1 compilation ({kernels} kernels), "
+            "grads match")
 
 
 def main() -> int:
