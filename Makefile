@@ -21,12 +21,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e ".[test,notebook]"
 	touch $@
 
-# .venv312, .venv313: the interpreter PYTHON312 or PYTHON313, with what the capture tests need
+# .venv312, .venv313: the interpreter PYTHON312 or PYTHON313, with what the capture tests and notebooks need
 .venv3%/.installed: pyproject.toml
 	$(PYTHON3$*) -m venv .venv3$*
 	.venv3$*/bin/python -m pip install -q --upgrade pip
-	.venv3$*/bin/python -m pip install -q "$(TORCH_PIN)" pytest hypothesis numpy
-	.venv3$*/bin/python -m pip install -q --no-deps -e .
+	.venv3$*/bin/python -m pip install -q "$(TORCH_PIN)"
+	.venv3$*/bin/python -m pip install -q -e ".[test,notebook]"
 	touch $@
 
 demo: $(VENV)/.installed
@@ -43,13 +43,19 @@ unit: $(VENV)/.installed extension/lib/report.js
 # capture-py312, capture-py313 (never files: a pattern rule, which make does not try for .PHONY targets)
 capture-py3%: .venv3%/.installed
 	TRITON_INTERPRET=1 .venv3$*/bin/pytest tests/capture tests/test_symbolic_sizes.py
+	$(call run_notebooks,.venv3$*)
 
 # The JupyterLab extension's renderer, compiled so tests/notebook can run its node tests.
 extension/lib/report.js: extension/src/report.ts extension/package.json
 	cd extension && npm install --no-audit --no-fund && npx tsc
 
+# The notebooks are tests (nbval): their stored outputs must hold on every Python, thread count and device, so
+# they run at two thread counts here and again on 3.12 and 3.13 (capture-py3%).
+run_notebooks = $(1)/bin/pytest --nbval notebooks --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg -p no:randomly
+
 notebooks: $(VENV)/.installed
-	$(VENV)/bin/pytest --nbval notebooks --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg -p no:randomly
+	OMP_NUM_THREADS=1 $(call run_notebooks,$(VENV))
+	OMP_NUM_THREADS=2 $(call run_notebooks,$(VENV))
 
 bench: $(VENV)/.installed
 	$(PY) -m minicompiler.bench --json benchmarks/results/cpu.json

@@ -32,6 +32,19 @@ def esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
+# Bytecode (opcode names, offsets, how many instructions a line takes) changes with every CPython
+# release. Views wrap what they draw from it in these comments, so the notebooks' output checks can
+# leave it out of the comparison (notebooks/sanitize.cfg) while every other part is compared.
+PYTHON_VERSION_START, PYTHON_VERSION_END = "<!--python-version-->", "<!--/python-version-->"
+
+
+def varies_with_python(html_text: str) -> str:
+    """Marks HTML that differs between Python versions. Marks inside are dropped (no nesting), so
+    one pair of comments always encloses the whole version-dependent part."""
+    inner = html_text.replace(PYTHON_VERSION_START, "").replace(PYTHON_VERSION_END, "")
+    return f"{PYTHON_VERSION_START}{inner}{PYTHON_VERSION_END}"
+
+
 def kernel_color(index: int) -> str:
     return KERNEL_COLORS[index % len(KERNEL_COLORS)]
 

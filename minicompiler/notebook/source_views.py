@@ -15,6 +15,7 @@ from minicompiler.notebook.markup import (
     highlight_lines,
     section,
     table,
+    varies_with_python,
 )
 from minicompiler.notebook.provenance import kernels_at
 from minicompiler.report import CompileReport, InstructionInfo
@@ -96,7 +97,7 @@ def bytecode_html(report: CompileReport, selected: int | None = None,
         ]
         title = f"<p><code>{esc(function)}</code></p>" if function else ""
         parts.append(title + table(["line", "offset", "instruction", "argument", "status"], cells, styles))
-    return "".join(parts)
+    return varies_with_python("".join(parts))
 
 
 def _by_function(bytecode: list[InstructionInfo]) -> dict[str, list[tuple[int, InstructionInfo]]]:
@@ -127,7 +128,7 @@ def source_section(report: CompileReport, prefix: str) -> str:
 def bytecode_section(report: CompileReport, prefix: str) -> str:
     counts = {s: sum(i.status == s for i in report.bytecode) for s in STATUS_COLORS}
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-    return section(f"bytecode ({summary or 'none'})", bytecode_html(report))
+    return section(f"bytecode ({varies_with_python(summary or 'none')})", bytecode_html(report))
 
 
 def guards_section(report: CompileReport, prefix: str) -> str:

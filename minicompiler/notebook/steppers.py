@@ -19,6 +19,7 @@ from minicompiler.notebook.markup import (
     esc,
     kernel_color,
     table,
+    varies_with_python,
 )
 from minicompiler.notebook.source_views import bytecode_html, source_html
 from minicompiler.report import CompileReport, GraphReport, TraceStep
@@ -120,10 +121,11 @@ class BytecodeStepper(Stepper):
         ]
         grid = "".join(f"<div style='flex: 1; min-width: 220px; margin-right: 8px'><b>{title}</b>{body}</div>"
                        for title, body in columns)
-        return (header + source_html(self.report, "stepper", selected={step.lineno})
-                + f"<div style='display: flex; flex-wrap: wrap'>{grid}</div>"
-                + f"<details><summary>bytecode</summary>"
-                  f"{bytecode_html(self.report, selected=position)}</details>")
+        # Every part but the source is drawn from one instruction, so all of it varies with Python.
+        return varies_with_python(header) + source_html(self.report, "stepper", selected={step.lineno}) + (
+            varies_with_python(f"<div style='display: flex; flex-wrap: wrap'>{grid}</div>"
+                               f"<details><summary>bytecode</summary>"
+                               f"{bytecode_html(self.report, selected=position)}</details>"))
 
 
 class FusionStepper(Stepper):
