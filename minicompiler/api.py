@@ -35,6 +35,7 @@ from minicompiler.capture import (
 from minicompiler.capture.resume import REAL_NULL
 from minicompiler.capture.resume_function import resume_function
 from minicompiler.capture_report import add_trace, break_info, merge_bytecode, segment_reason, slot_name
+from minicompiler.compiled_module import CompiledModule
 from minicompiler.pipeline import BACKENDS, compile_graph
 from minicompiler.report import CompileReport, InstructionInfo
 from minicompiler.runtime.cache import CacheEntry, failed_size_guard, first_passing, first_runnable, why_not_runnable
@@ -394,9 +395,11 @@ def _run_rest_for_real(point: ResumePoint, frame: RealFrame) -> Any:
 
 
 @overload
+def compile(fn: torch.nn.Module, **settings: Any) -> CompiledModule: ...
+@overload
 def compile(fn: Callable, **settings: Any) -> CompiledFunction: ...
 @overload
-def compile(fn: None = None, **settings: Any) -> Callable[[Callable], CompiledFunction]: ...
+def compile(fn: None = None, **settings: Any) -> Callable[[Callable], Any]: ...
 
 
 def compile(
@@ -409,7 +412,9 @@ def compile(
     options: dict[str, Any] | None = None,
     disable: bool = False,
 ) -> Any:
-    """Compile a function or nn.Module. Works as `compile(fn)`, `@compile` and `@compile(backend=...)`.
+    """Compile a function (-> CompiledFunction) or nn.Module (-> CompiledModule, an nn.Module
+    like torch.compile's OptimizedModule: see compiled_module.py). Works as `compile(fn)`,
+    `@compile` and `@compile(backend=...)`.
     The parameters are torch.compile's:
 
     backend: "auto" (C++ for CPU tensors, Triton for CUDA tensors), "cpp", "triton", or "eager"
@@ -429,7 +434,11 @@ def compile(
     if disable:
         return fn if fn is not None else (lambda f: f)
     if fn is None:
-        return lambda f: CompiledFunction(f, backend, mode, dynamic, fullgraph, options)
+        return lambda f: compile(f, backend=backend, mode=mode, dynamic=dynamic, fullgraph=fullgraph, options=options)
+    if isinstance(fn, torch.nn.Module):  # a module gets a module: parameters(), train(), state_dict()...
+        inner = fn.module if isinstance(fn, torch.nn.parallel.DistributedDataParallel) else fn
+        # its bound `forward`: the wrapper runs the module's hooks (capture would refuse them)
+        return CompiledModule(fn, CompiledFunction(inner.forward, backend, mode, dynamic, fullgraph, options))
     return CompiledFunction(fn, backend, mode, dynamic, fullgraph, options)
 
 

@@ -34,7 +34,7 @@ from minicompiler.capture.tensor import method_lowering
 from minicompiler.capture.torch_ops import TENSOR_METHODS, TORCH_FUNCTIONS, InPlace, Lowering, extern
 from minicompiler.capture.torch_views import index
 from minicompiler.ir import Graph, Node, SourceLoc, TensorMeta, flatten
-from minicompiler.pipeline import CompiledGraph, compile_graph
+from minicompiler.pipeline import BACKENDS, CompiledGraph, compile_graph
 from minicompiler.report import CompileReport
 
 REPORTS: list[CompileReport] = []  # every compilation made through `backend`, oldest first
@@ -56,24 +56,45 @@ ATEN_AS_METHOD = {
 }
 
 
+def list_backends() -> list[str]:
+    """minicompiler's code generators, the names `minicompiler.compile(backend=...)` takes
+    (as `torch._dynamo.list_backends()` lists torch.compile's); torch.compile itself knows
+    minicompiler as one backend, "minicompiler"."""
+    return list(BACKENDS)
+
+
 class UnsupportedNode(Exception):
     """An FX node the translation cannot express in our IR; its graph runs eagerly."""
 
 
-def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-    """A TorchDynamo backend: `torch.compile(fn, backend=minicompiler.backend)`.
+def backend(gm: torch.fx.GraphModule, example_inputs: list[Any], mode: str = "default",
+            options: dict[str, Any] | None = None) -> Callable[..., Any]:
+    """A TorchDynamo backend: `torch.compile(fn, backend=minicompiler.backend)`, or after
+    `pip install`, `torch.compile(fn, backend="minicompiler")` (pyproject's `torch_dynamo_backends`
+    entry point). torch.compile passes its `mode` and `options` on: those of minicompiler.compile,
+    plus options={"backend": "cpp" | "triton" | "eager"} to choose the code generator.
 
     Returns a callable that takes the graph's inputs and returns what `gm.forward` returns.
     Compilation happens on the first call with each input signature (example_inputs are not
     needed: the first call's inputs are just as good, and they are real)."""
-    return DynamoGraph(gm)
+    from minicompiler.api import _switches
+
+    options = dict(options or {})
+    generator = options.pop("backend", "auto")
+    if generator not in BACKENDS:
+        raise ValueError(f"unknown options['backend'] {generator!r}; choose one of {', '.join(BACKENDS)}")
+    cuda_graphs, autotune = _switches(mode, options)
+    return DynamoGraph(gm, generator, cuda_graphs, autotune)
 
 
 class DynamoGraph:
     """One FX graph from TorchDynamo, compiled once per input signature; `.reports` lists them."""
 
-    def __init__(self, gm: torch.fx.GraphModule) -> None:
+    def __init__(self, gm: torch.fx.GraphModule, generator: str = "auto", cuda_graphs: bool = False,
+                 autotune: bool = False) -> None:
         self.gm = gm
+        self.generator = generator  # "auto": C++ for CPU inputs, Triton for CUDA inputs
+        self.cuda_graphs, self.autotune = cuda_graphs, autotune
         self.compiled: dict[tuple, tuple[CompiledGraph, list[torch.Tensor]]] = {}
         self.reports: list[CompileReport] = []
         self.eager_reason: str | None = None  # set once the graph is known to run eagerly
@@ -108,8 +129,11 @@ class DynamoGraph:
     def _compile_and_run(self, key: tuple, inputs: tuple) -> Any:
         start = time.perf_counter()
         graph, extra = fx_to_graph(self.gm, inputs)
-        backend_name = "triton" if any(isinstance(x, torch.Tensor) and x.is_cuda for x in inputs) else "cpp"
-        compiled = compile_graph(graph, backend_name, capture_seconds=time.perf_counter() - start)
+        backend_name = self.generator
+        if backend_name == "auto":
+            backend_name = "triton" if any(isinstance(x, torch.Tensor) and x.is_cuda for x in inputs) else "cpp"
+        compiled = compile_graph(graph, backend_name, capture_seconds=time.perf_counter() - start,
+                                 cuda_graphs=self.cuda_graphs, autotune=self.autotune)
         compiled.report.guards = _signature_guards(self.gm, inputs)
         report = _new_report(self.gm)
         report.graphs.append(compiled.report)

@@ -204,7 +204,7 @@ class CompileMagics(Magics):
 
     def _compiled(self, fn: Callable[..., Any], backend: str) -> Any:
         api = _compiler()
-        return fn if isinstance(fn, api.CompiledFunction) else api.compile(fn, backend=backend)
+        return fn if isinstance(fn, (api.CompiledFunction, api.CompiledModule)) else api.compile(fn, backend=backend)
 
     @magic_arguments()
     @argument("--backend", choices=BACKENDS, default="auto", help="code generator")
