@@ -231,6 +231,7 @@ class CompiledFunction:
         outputs = entry.compiled.run(inputs)  # the training program when an input needs a gradient
         outputs, new_values = entry.captured.split_mutations(outputs)
         _write_back(inputs, entry.captured.mutated_inputs, new_values)
+        entry.captured.replay_side_effects()  # attribute writes on objects from outside
         return outputs
 
     def _recompile_reason(self, args: tuple, kwargs: dict) -> str | None:

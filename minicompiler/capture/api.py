@@ -23,10 +23,11 @@ from minicompiler.capture.concrete import RealFrame
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.float_inputs import float_input
 from minicompiler.capture.frame import Tracer
-from minicompiler.capture.guards import Guard, len_guard, separate_memory_guard, type_guard
+from minicompiler.capture.guards import Guard, call_shape_guard, len_guard, separate_memory_guard, type_guard
 from minicompiler.capture.objects import UserFunctionVariable
 from minicompiler.capture.records import InstructionRecord, TraceLog
 from minicompiler.capture.resume import REAL_NULL, FrameRecipe, RemainingItems, ResumePoint, write_recipe
+from minicompiler.capture.side_effects import replay
 from minicompiler.capture.sources import Source, arg_source, fixed_source, kwarg_source
 from minicompiler.capture.tensor import TensorVariable
 from minicompiler.capture.translator import FrameBreak, InstructionTranslator
@@ -67,6 +68,8 @@ class CaptureResult:
     # guards that decisions on them recorded, through capture and every later stage
     sizes: SizeEnv | None = None
     symbols: dict[str, tuple[Source, int | None]] = field(default_factory=dict)  # dim None: an int itself
+    # obj.name = value writes on objects from outside (see side_effects.py), made after each run
+    attribute_writes: list[tuple[Any, str, Any]] = field(default_factory=list)
 
     def symbol_values(self, args: tuple, kwargs: dict) -> dict[str, int]:
         """What each symbol is in a call."""
@@ -84,6 +87,9 @@ class CaptureResult:
     def fetch_inputs(self, args: tuple, kwargs: dict) -> list[torch.Tensor]:
         """The placeholders' tensors for a new call (parameters are re-read every time)."""
         return [source.get(args, kwargs) for source in self.input_sources]
+
+    def replay_side_effects(self) -> None:
+        replay(self.attribute_writes)
 
     def split_mutations(self, outputs: Any) -> tuple[Any, list[torch.Tensor]]:
         """(what the function's graph outputs, the new values of the inputs it changed)."""
@@ -134,7 +140,9 @@ def capture(fn: Callable[..., Any], args: tuple, kwargs: dict, allow_breaks: boo
             kwarg_vars = {k: state.wrap(v, kwarg_source(k)) for k, v in kwargs.items()}
         return fn_var.call(Tracer(state), arg_vars, kwarg_vars)
 
-    return _finish(state, run, args, kwargs)
+    result = _finish(state, run, args, kwargs)
+    result.guards.append(call_shape_guard(args, kwargs))  # last: a missing argument's own guard says more
+    return result
 
 
 def capture_resume(point: ResumePoint, frame: RealFrame, float_inputs: frozenset[str] = frozenset(),
@@ -227,7 +235,7 @@ def _finish(state: CaptureState, run: Callable[[], Variable], args: tuple, kwarg
     state.graph.output(outputs)
     return CaptureResult(state.graph, state.guards, state.input_sources, state.log.records, state.trace, resume,
                          returned, [index for index, _ in mutations], numpy_outputs, state.dynamic_inputs,
-                         state.sizes, state.symbols)
+                         state.sizes, state.symbols, state.attribute_writes.final_values())
 
 
 def _separate_memory(state: CaptureState, changed: list[int], args: tuple, kwargs: dict) -> Guard:

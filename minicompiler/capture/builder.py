@@ -46,8 +46,10 @@ from minicompiler.capture.objects import (
     is_torch_function,
 )
 from minicompiler.capture.records import BytecodeLog, TraceLog
+from minicompiler.capture.side_effects import AttributeWrites
 from minicompiler.capture.sources import Source
 from minicompiler.capture.tensor import TensorVariable
+from minicompiler.capture.torch_queries import check as _registers_torch_queries  # noqa: F401 (its tables)
 from minicompiler.capture.variables import (
     ConstantVariable,
     DictVariable,
@@ -103,6 +105,7 @@ class CaptureState:
         self._inputs_by_storage: dict[int, tuple[Node, TensorVariable, Source]] = {}
         # placeholder -> the variable that holds its new value, in the order eager changes them
         self.mutated_inputs: dict[Node, TensorVariable] = {}
+        self.attribute_writes = AttributeWrites()  # obj.name = value on objects from outside
         self._storages = itertools.count()
 
     def count_instruction(self) -> None:

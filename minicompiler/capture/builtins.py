@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +38,7 @@ HANDLERS: dict[Callable[..., Any], Handler] = {}
 
 # Run for real when every argument is a constant.
 PURE_BUILTINS = {
-    builtins.abs, builtins.all, builtins.any, builtins.bool, builtins.chr, builtins.divmod, builtins.float,
+    builtins.abs, builtins.bool, builtins.chr, builtins.divmod, builtins.float,
     builtins.format, builtins.int, builtins.max, builtins.min, builtins.ord, builtins.pow, builtins.repr,
     builtins.round, builtins.sorted, builtins.str, builtins.sum, builtins.hash,
 }
@@ -85,6 +86,37 @@ def _len(tx: Tracer, obj: Variable) -> Variable:
 @handles(builtins.isinstance)
 def _isinstance(tx: Tracer, obj: Variable, classinfo: Variable) -> Variable:
     return ConstantVariable(issubclass(obj.python_type(), classinfo.as_python()))
+
+
+@handles(builtins.type)
+def _type(tx: Tracer, obj: Variable) -> Variable:
+    # type(x) with one argument (three arguments would make a class: not handled)
+    return tx.state.wrap(obj.python_type(), None)
+
+
+@handles(inspect.signature)
+def _signature(tx: Tracer, fn: Variable, **options: Variable) -> Variable:
+    # a function's signature is fixed once it exists: computed for real (inspect's own code
+    # builds partial objects and caches, which capture need not step through)
+    return tx.state.wrap(inspect.signature(fn.as_python(), **python_values(options)), None)
+
+
+@handles(builtins.callable)
+def _callable(tx: Tracer, obj: Variable) -> Variable:
+    if obj.has_tensor():
+        return ConstantVariable(False)
+    return ConstantVariable(callable(obj.as_python()))
+
+
+@handles(builtins.all)
+def _all(tx: Tracer, iterable: Variable) -> Variable:
+    # items one by one (a generator expression's too); a tensor's truth breaks as in `if`
+    return ConstantVariable(all(item.truth() for item in iterable.iterate(tx)))
+
+
+@handles(builtins.any)
+def _any(tx: Tracer, iterable: Variable) -> Variable:
+    return ConstantVariable(any(item.truth() for item in iterable.iterate(tx)))
 
 
 @handles(builtins.range)

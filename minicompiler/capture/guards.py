@@ -146,3 +146,11 @@ def separate_memory_guard(changed: Sequence[Source], inputs: Sequence[Source]) -
             ptr for is_changed, ptr in found if not is_changed}
 
     return Guard("alias", text, ", ".join(sorted(changed_paths)), predicate, storages)
+
+
+def call_shape_guard(args: tuple, kwargs: dict) -> Guard:
+    """The call passes as many positional arguments and the same keyword names: a keyword left
+    out (attention_mask=None by default) changes which code runs."""
+    shape = (len(args), sorted(kwargs))
+    return Guard("predicate", f"{len(args)} positional arguments, keywords {shape[1]}", "call",
+                 lambda call: call == shape, lambda a, k: (len(a), sorted(k)))

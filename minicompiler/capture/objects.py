@@ -21,6 +21,7 @@ from torch import nn
 from minicompiler.capture.builtins import call_builtin
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.nn_modules import MODULE_LOWERINGS
+from minicompiler.capture.records_dict import DataclassDictVariable, is_dataclass_dict
 from minicompiler.capture.sources import Source, cell_source, fixed_source
 from minicompiler.capture.tensor import call_torch_function
 from minicompiler.capture.variables import (
@@ -54,10 +55,23 @@ class UserFunctionVariable(Variable):
         return f"the function {self.fn.__qualname__}"
 
     def as_python(self) -> Any:
+        if self.self_var is not None:  # a bound method, as Python would hand it out
+            return types.MethodType(self.fn, self.self_var.as_python())
         return self.fn
 
     def call(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         return tx.inline_call(self, args, kwargs)
+
+    def getattr(self, tx: Tracer, name: str) -> Variable:
+        # A function's own attributes (__code__, __name__, __wrapped__, __module__, ...) are
+        # fixed once the function exists, and the function itself is guarded by identity.
+        if self.self_var is None and name != "__closure__" and hasattr(self.fn, name):
+            return tx.state.wrap(getattr(self.fn, name), None)
+        if self.self_var is not None and name in ("__func__", "__self__"):
+            return self.self_var if name == "__self__" else UserFunctionVariable(self.fn)
+        if self.self_var is not None and hasattr(self.fn, name):
+            return tx.state.wrap(getattr(self.fn, name), None)
+        return super().getattr(tx, name)
 
     def bind(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> dict[str, Variable]:
         """The callee's starting locals: Python's own argument binding, defaults included."""
@@ -149,6 +163,9 @@ class ObjectVariable(Variable):
         return self.value
 
     def getattr(self, tx: Tracer, name: str) -> Variable:
+        written = tx.state.attribute_writes.lookup(self.value, name)
+        if written is not None:  # assigned earlier in this capture (replayed after the graph)
+            return written
         try:
             static = inspect.getattr_static(self.value, name)
         except AttributeError:
@@ -163,7 +180,33 @@ class ObjectVariable(Variable):
             return UserFunctionVariable(static.__func__, self_var=tx.state.wrap(owner, None))
         return tx.state.wrap(getattr(self.value, name), self.source.attr(name) if self.source else None)
 
+    def getitem(self, tx: Tracer, key: Variable) -> Variable:
+        return self._dunder(tx, "__getitem__", [key], lambda: super(ObjectVariable, self).getitem(tx, key))
+
+    def length(self) -> int:
+        # a builtin __len__ (a mappingproxy, a dict subclass) reads the object as it is now
+        if not isinstance(inspect.getattr_static(type(self.value), "__len__", None), (types.FunctionType, type(None))):
+            return len(self.value)
+        return super().length()
+
+    def _dunder(self, tx: Tracer, name: str, args: list[Variable], otherwise: Callable[[], Variable]) -> Variable:
+        """obj[key] and friends on a user class: inline the class's own Python method."""
+        method = inspect.getattr_static(type(self.value), name, None)
+        if isinstance(method, types.FunctionType) and not isinstance(self.value, type):
+            return UserFunctionVariable(method, self_var=self).call(tx, args, {})
+        return otherwise()
+
+    def setattr(self, tx: Tracer, name: str, value: Variable) -> None:
+        if isinstance(self.value, (type, nn.Module)) or not hasattr(self.value, "__dict__"):
+            super().setattr(tx, name, value)
+        static = inspect.getattr_static(type(self.value), name, None)
+        if hasattr(static, "__set__"):  # a property or slot: its setter is code to run
+            super().setattr(tx, name, value)
+        tx.state.attribute_writes.record(self.value, name, value)
+
     def call(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if is_dataclass_dict(self.value):  # a ModelOutput
+            return DataclassDictVariable.create(self.value, args, kwargs)
         if isinstance(self.value, type):
             raise Unsupported(f"creating a {self.value.__name__} object inside the function")
         call = inspect.getattr_static(type(self.value), "__call__", None)
@@ -195,8 +238,32 @@ class SuperVariable(Variable):
                 attr = klass.__dict__[name]
                 if isinstance(attr, types.FunctionType):
                     return UserFunctionVariable(attr, self_var=self.obj)
+                if klass in (dict, list, tuple) and name in _PURE_CONTAINER_METHODS:
+                    return PureMethodVariable(attr, self.obj)
                 break
         raise Unsupported(f"reading super().{name}")
+
+
+# Methods of the builtin containers that only read: on an object known at capture time (a
+# registry that subclasses dict), calling them for real is as good as reading an attribute.
+_PURE_CONTAINER_METHODS = {"get", "keys", "values", "items", "__getitem__", "__contains__", "__len__",
+                           "copy", "index", "count"}
+
+
+class PureMethodVariable(Variable):
+    """A builtin container's read-only method bound to an object known at capture time:
+    calling it calls the real method and tracks the result."""
+
+    def __init__(self, method: Any, obj: Variable) -> None:
+        self.method, self.obj = method, obj
+
+    def describe(self) -> str:
+        return f"the method {self.method.__qualname__} of {self.obj.describe()}"
+
+    def call(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        real_args = [a.as_python() for a in args]
+        real_kwargs = {k: v.as_python() for k, v in kwargs.items()}
+        return tx.state.wrap(self.method(self.obj.as_python(), *real_args, **real_kwargs), None)
 
 
 class PythonModuleVariable(Variable):

@@ -9,6 +9,8 @@ run to the end at capture time: the graph holds the loop unrolled.
 from __future__ import annotations
 
 import dis
+import importlib.util
+import sys
 
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.frame import PY312, PY313, Frame
@@ -116,7 +118,25 @@ class FlowOpcodes(Frame):
         self.push(manager.enter(self))
 
     def IMPORT_NAME(self, inst: dis.Instruction) -> None:
-        raise Unsupported("`import` inside the function is not captured yet")
+        # `import a.b` inside a function: a module already imported is a constant (the import
+        # statement only looks it up in sys.modules); a first import would run code, so it breaks.
+        fromlist, level = self.pop().as_python(), self.pop().as_python()
+        name = inst.argval
+        if level:
+            name = importlib.util.resolve_name("." * level + name, self.f_globals.get("__package__") or "")
+        if name not in sys.modules:
+            raise Unsupported(f"`import {name}` would import it for the first time (it runs the module)")
+        # `import a.b` binds `a`; `from a.b import c` needs `a.b` itself
+        module = sys.modules[name] if fromlist or level else sys.modules[name.partition(".")[0]]
+        self.push(self.state.wrap(module, None))
+
+    def IMPORT_FROM(self, inst: dis.Instruction) -> None:
+        module = self.stack[-1].as_python()
+        submodule = sys.modules.get(f"{module.__name__}.{inst.argval}")
+        if not hasattr(module, inst.argval) and submodule is None:
+            raise Unsupported(f"cannot import {inst.argval!r} from {module.__name__}")
+        self.push(self.stack[-1].getattr(self, inst.argval) if submodule is None
+                  else self.state.wrap(submodule, None))
 
 
 def _is_none(value: Variable) -> bool:

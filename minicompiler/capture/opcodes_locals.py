@@ -107,7 +107,8 @@ class LocalsOpcodes(Frame):
         self.push_callable(self.pop().getattr(self, inst.argval))
 
     def STORE_ATTR(self, inst: dis.Instruction) -> None:
-        raise Unsupported(f"assigning the attribute .{inst.argval} (a side effect on an object)")
+        obj = self.pop()
+        obj.setattr(self, inst.argval, self.pop())
 
     def LOAD_SUPER_ATTR(self, inst: dis.Instruction) -> None:  # 3.12+: super().name
         owner = self.pop()

@@ -14,6 +14,7 @@ import torch
 
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.float_inputs import FloatInputVariable, float_comparison, float_op, specialized
+from minicompiler.capture.records_dict import DataclassDictVariable
 from minicompiler.capture.tensor import TensorVariable, call_torch_function
 from minicompiler.capture.variables import (
     ConstantVariable,
@@ -121,6 +122,8 @@ def is_op(a: Variable, b: Variable) -> bool:
 def contains_op(tx: Tracer, item: Variable, container: Variable) -> bool:
     if isinstance(container, DictVariable):  # keys are constants, whatever the values are
         return item.as_python() in container.items
+    if isinstance(container, DataclassDictVariable):
+        return item.as_python() in container.keys()
     if not (item.has_tensor() or container.has_tensor()):
         return item.as_python() in container.as_python()
     if any(member is item for member in container.iterate(tx)):

@@ -36,6 +36,7 @@ from minicompiler.capture.objects import (
     TorchFunctionVariable,
     UserFunctionVariable,
 )
+from minicompiler.capture.records_dict import DataclassDictVariable
 from minicompiler.capture.sources import Source
 from minicompiler.capture.tensor import TensorVariable
 from minicompiler.capture.variables import (
@@ -159,6 +160,15 @@ class BoundMethod(Recipe):
         return types.MethodType(self.function, env.build(self.owner))
 
 
+@dataclass(eq=False)
+class Construct(Recipe):
+    cls: type  # an object the captured code made (a ModelOutput): the class called with its fields
+    fields: dict[str, Recipe]
+
+    def make(self, env: BuildEnv) -> Any:
+        return self.cls(**{name: env.build(r) for name, r in self.fields.items()})
+
+
 @dataclass
 class BuildEnv:
     """What recipes are made from: the graph's outputs and the segment's own arguments."""
@@ -254,6 +264,8 @@ class _RecipeWriter:
             if var.real_cell is not None:
                 return Fixed(var.real_cell)
             return Cell(None if var.content is None else self.recipe(var.content))
+        if isinstance(var, DataclassDictVariable):
+            return Construct(var.cls, {name: self.recipe(v) for name, v in var.fields.items()})
         if isinstance(var, MethodVariable):
             return Attribute(self.recipe(var.obj), var.name)
         if isinstance(var, UserFunctionVariable):

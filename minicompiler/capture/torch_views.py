@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from minicompiler.capture.errors import Unsupported
-from minicompiler.capture.torch_ops import InPlace, Lowering, lowers, norm_dim
+from minicompiler.capture.torch_ops import InPlace, Lowering, extern, lowers, norm_dim
 from minicompiler.ir import Graph, Node, map_structure
 from minicompiler.ir.symbolic import is_symbolic
 from minicompiler.ir.symbolic_shapes import expand_target, reshape_target, slice_bounds
@@ -155,12 +155,20 @@ def narrow(g: Graph, x: Node, dim: int, start: int, length: int) -> Node:
     return slice_dim(g, x, d, slice(start, start + length))
 
 
+def advanced_index(x: torch.Tensor, *items: Any) -> torch.Tensor:
+    """x[items] where some items are tensors (a torch_call node's function)."""
+    return x[items]
+
+
 def index(g: Graph, x: Node, key: Any) -> Node:
     """Basic indexing `x[1, :, None, ..., ::2]` as select / slice / unsqueeze nodes."""
     items = key if isinstance(key, tuple) else (key,)
     for item in items:
-        if isinstance(item, (Node, list, bool)):
-            raise Unsupported("indexing with a tensor, list or bool (advanced indexing) is not captured yet")
+        if isinstance(item, (list, bool)):
+            raise Unsupported("indexing with a list or bool (advanced indexing) is not captured yet")
+    if any(isinstance(item, Node) for item in items):
+        # integer tensors as indices gather (advanced indexing): kept whole, torch runs it
+        return extern(g, advanced_index, x, *items)
     if items.count(Ellipsis) > 1:
         raise Unsupported("an index can only have a single ellipsis ('...')")
     uses_a_dim = [item is not None and item is not Ellipsis for item in items]

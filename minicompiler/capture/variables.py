@@ -68,6 +68,9 @@ class Variable:
     def call(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         raise Unsupported(f"calling {self.describe()}")
 
+    def setattr(self, tx: Tracer, name: str, value: Variable) -> None:
+        raise Unsupported(f"assigning the attribute .{name} of {self.describe()} (a side effect on an object)")
+
     def call_method(self, tx: Tracer, name: str, args: list[Variable],
                     kwargs: dict[str, Variable]) -> Variable:
         raise Unsupported(f"calling `.{name}()` on {self.describe()}")
@@ -293,25 +296,57 @@ class DictVariable(Variable):
         return self.items[k]
 
     def setitem(self, key: Variable, value: Variable) -> None:
-        if self.source is not None:
-            raise Unsupported(f"changing the dict {self.source} that was passed in (a side effect)")
+        self.check_mutable()
         self.items[key.as_python()] = value
 
+    def check_mutable(self) -> None:
+        if self.source is not None:
+            raise Unsupported(f"changing the dict {self.source} that was passed in (a side effect)")
+
+    _READERS = ("keys", "values", "items", "get", "copy", "__contains__", "__getitem__")
+    _WRITERS = ("pop", "setdefault", "update", "clear", "popitem", "__setitem__")
+
     def getattr(self, tx: Tracer, name: str) -> Variable:
-        if name in ("keys", "values", "items", "get"):
+        if name in self._READERS or name in self._WRITERS:
             return MethodVariable(self, name)
         return super().getattr(tx, name)
 
     def call_method(self, tx: Tracer, name: str, args: list[Variable],
                     kwargs: dict[str, Variable]) -> Variable:
+        # The dict's own methods, run on its items (Variables) with constant keys.
+        if name in self._WRITERS:
+            self.check_mutable()
+        keys = [a.as_python() for a in args[:1]]
         if name == "keys":
             return TupleVariable(self.iterate(tx))
         if name == "values":
             return TupleVariable(list(self.items.values()))
         if name == "items":
             return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in self.items.items()])
-        key = args[0].as_python()  # get(key, default=None)
-        return self.items.get(key, args[1] if len(args) > 1 else ConstantVariable(None))
+        if name == "copy":
+            return DictVariable(self.items)
+        if name == "__contains__":
+            return ConstantVariable(keys[0] in self.items)
+        if name == "__getitem__":
+            return self.getitem(tx, args[0])
+        if name == "__setitem__":
+            self.setitem(args[0], args[1])
+        elif name in ("get", "pop", "setdefault"):
+            if name == "pop" and len(args) == 1 and keys[0] not in self.items:
+                raise Unsupported(f"dict.pop of the missing key {keys[0]!r} (a KeyError)")
+            default = args[1] if len(args) > 1 else ConstantVariable(None)
+            return getattr(self.items, name)(keys[0], default)
+        elif name == "update":
+            other = args[0].items if args and isinstance(args[0], DictVariable) else {}
+            if args and not isinstance(args[0], DictVariable):
+                other = {k.as_python(): v for k, v in (pair.iterate(tx) for pair in args[0].iterate(tx))}
+            self.items.update(other, **kwargs)
+        elif name == "clear":
+            self.items.clear()
+        elif name == "popitem":
+            k, v = self.items.popitem()
+            return TupleVariable([ConstantVariable(k), v])
+        return ConstantVariable(None)
 
 
 class IteratorVariable(Variable):

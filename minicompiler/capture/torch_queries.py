@@ -1,0 +1,52 @@
+"""torch functions that ask about the program rather than compute: answered at capture time.
+
+Libraries test `torch.compiler.is_compiling()` to take paths that compile well (no hooks, no
+Python-side caches, no data-dependent checks), as they do under torch.compile; during capture
+the answer is True. `torch._check(cond)` and friends assert a Python condition: one that holds
+at capture time holds for every call the guards admit, so it leaves nothing in the graph (it is
+handled like a builtin, so that its message may be a function).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from minicompiler.capture.builtins import handles
+from minicompiler.capture.errors import Unsupported
+from minicompiler.capture.torch_ops import lowers
+from minicompiler.capture.variables import ConstantVariable, Variable
+from minicompiler.ir import Graph
+
+if TYPE_CHECKING:
+    from minicompiler.capture.frame import Tracer
+
+
+def _compiling_functions() -> list[Any]:
+    found = [torch.compiler.is_compiling, torch.compiler.is_dynamo_compiling]
+    for module_name, name in (("torch._dynamo", "is_compiling"), ("torch._utils", "is_compiling"),
+                              ("torch._dynamo.external_utils", "is_compiling")):
+        module = __import__(module_name, fromlist=[name])
+        if hasattr(module, name):
+            found.append(getattr(module, name))
+    return [fn for fn in found if callable(fn)]
+
+
+@lowers(*_compiling_functions())
+def is_compiling(g: Graph) -> bool:
+    return True
+
+
+@lowers(torch.jit.is_scripting, torch.jit.is_tracing, torch.compiler.is_exporting)
+def is_scripting(g: Graph) -> bool:
+    return False
+
+
+@handles(torch._check, torch._check_index, torch._check_value, torch._check_type, torch._check_is_size)
+def check(tx: Tracer, condition: Variable, message: Variable | None = None) -> Variable:
+    if condition.has_tensor():
+        raise Unsupported("torch._check on a tensor's value (the graph cannot check it)")
+    if not condition.truth():
+        raise Unsupported("a torch._check fails at capture time (eager raises the error)")
+    return ConstantVariable(None)  # the message (often a lambda) is only built when the check fails
