@@ -2,6 +2,7 @@
 
     graph (torch-level ops)
       (-> autocast   only for calls inside torch.autocast: its casts made explicit; see autocast.py)
+      -> replace     known patterns swapped for whole calls (conv+bn folding, attention -> SDPA)
       -> decompose   high-level ops become primitives
       -> simplify    algebraic rules, constant folding, CSE, DCE
       -> autograd    only when an input needs a gradient: joint graph -> forward + backward
@@ -34,6 +35,7 @@ from minicompiler.decompose import decompose
 from minicompiler.fuse import fuse
 from minicompiler.ir import Graph, graph_to_python, run_graph
 from minicompiler.ir.symbolic import size_code
+from minicompiler.replace import PASSES as REPLACE_PASSES
 from minicompiler.report import GraphReport, StageRecord
 from minicompiler.reporting import describe_fusion, describe_kernels, describe_schedule, node_lines
 from minicompiler.runtime.autotune import AutotunedModule
@@ -212,6 +214,16 @@ def _timed(report: GraphReport, name: str, step: Callable[[], Any]) -> tuple[Any
     return result, record
 
 
+def _replace_patterns(report: GraphReport, graph: Graph) -> Graph:
+    """The `replace` passes, each its own step in the report (its rewrites as notes)."""
+    for name, replace_pass in REPLACE_PASSES:
+        rewrites: list[str] = []
+        graph, record = _timed(report, name, functools.partial(replace_pass, graph, rewrites))
+        record.text, record.notes = graph_to_python(graph), rewrites or ["no match"]
+        record.node_lines = node_lines(graph)
+    return graph
+
+
 def compile_graph(
     graph: Graph,
     backend: str,
@@ -243,6 +255,7 @@ def compile_graph(
                              written_back, {"capture": graph})
     if backend == "eager":
         return compiled
+    graph = _replace_patterns(report, graph)
     primitives, record = _timed(report, "decompose", lambda: decompose(graph))
     record.text, record.node_lines = graph_to_python(primitives), node_lines(primitives)
     (simplified, rewrites), record = _timed(report, "simplify", lambda: simplify_with_log(primitives))

@@ -1,0 +1,20 @@
+"""replace: torch-level rewrites that swap a known pattern for a better whole call, run on the
+captured graph before `decompose` (which would take the patterns apart).
+
+    fold_conv_batch_norm   eval-mode batch norm folded into the convolution before it (seed 004)
+    replace_attention      hand-written attention -> scaled_dot_product_attention (seed 002)
+
+Each pass is a function `(graph, log=None) -> graph` and is recorded in the report as its own
+step, with one log line per rewrite.
+"""
+
+from minicompiler.replace.attention import replace_attention
+from minicompiler.replace.conv_bn import fold_conv_batch_norm
+
+# (report step name, pass)
+PASSES = (
+    ("fold conv+bn", fold_conv_batch_norm),
+    ("replace attention", replace_attention),
+)
+
+__all__ = ["PASSES", "fold_conv_batch_norm", "replace_attention"]

@@ -1,0 +1,121 @@
+"""Replace a hand-written attention by one call of F.scaled_dot_product_attention (seed 002).
+
+    scores = q @ k.transpose(-2, -1)             matmul(q, transpose(k))
+    scores = scores / sqrt(d)                    div or mul by a number
+    scores = scores + mask                       optional: an additive (float) mask, or
+    scores = scores.masked_fill(mask, -inf)      a boolean mask (True = hidden)
+    out = softmax(scores, dim=-1) @ v            softmax over the last dim, matmul
+
+becomes `scaled_dot_product_attention(q, k, v, attn_mask, 0.0, False, scale=scale)`, one extern call:
+torch picks its fused (flash / memory-efficient / math) kernel, and the [.., L, S] score matrix
+need not be written by our own kernels. SDPA's boolean mask means "True = attend", the opposite of
+masked_fill's, so a boolean mask is negated. Only a fill value of -inf is replaced: another value
+(-1e9) gives a different answer for a row that is masked everywhere.
+
+Every intermediate (scores, probabilities) must be read only by the next step of the chain; a
+graph that also returns the probabilities keeps its hand-written form. In a training graph the
+call is differentiated like every torch_call: torch autograd computes SDPA's backward.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from minicompiler.ir import Graph, Node, rewrite
+from minicompiler.replace.deferred import Deferred, single_use
+from minicompiler.simplify.facts import location
+
+MASKED_FILLS = frozenset({torch.masked_fill, torch.Tensor.masked_fill})
+
+
+def _last_dim(dim: Any, ndim: int) -> bool:
+    return dim in (-1, ndim - 1)
+
+
+def _transposed_keys(node: Any) -> bool:
+    """k.transpose(-2, -1) (either order of the two dims)."""
+    if not isinstance(node, Node) or node.op != "transpose":
+        return False
+    ndim = node.meta.ndim
+    return ndim >= 2 and {d % ndim for d in node.args[1:3]} == {ndim - 2, ndim - 1}
+
+
+def _scale(node: Node) -> float | None:
+    """The factor of `scores / c` or `scores * c`, or None if `node` is neither."""
+    if node.op not in ("div", "mul") or not isinstance(node.args[1], (int, float)) or node.args[1] == 0:
+        return None
+    return 1.0 / node.args[1] if node.op == "div" else float(node.args[1])
+
+
+def _is_mask(node: Node) -> bool:
+    if node.op == "add" and isinstance(node.args[1], Node) and node.args[1].meta.dtype.is_floating_point:
+        return isinstance(node.args[0], Node) and node.args[0].meta.shape == node.meta.shape  # mask broadcasts
+
+    return (node.op == "torch_call" and node.args[0] in MASKED_FILLS and not node.kwargs and len(node.args) == 4
+            and isinstance(node.args[2], Node) and node.args[2].meta.dtype == torch.bool
+            and node.args[3] == -math.inf)
+
+
+def _chain(out: Node, users: dict[Node, list[Node]]) -> list[Node] | None:
+    """The nodes from `q @ k^T` up to the softmax that the final `... @ v` at `out` reads, or None
+    if `out` is not the end of an attention."""
+    if out.op != "matmul" or not isinstance(out.args[0], Node):
+        return None
+    softmax = out.args[0]
+    if (softmax.op != "softmax" or not _last_dim(softmax.args[1], softmax.meta.ndim) or softmax.kwargs
+            or softmax.args[2:] not in ((), (None,))):  # no dtype= conversion
+        return None
+    chain, node = [softmax], softmax.args[0]
+    if isinstance(node, Node) and _is_mask(node):
+        chain.append(node)
+        node = node.args[1] if node.op == "torch_call" else node.args[0]
+    if not isinstance(node, Node) or _scale(node) is None:
+        return None
+    chain.append(node)
+    scores = node.args[0]
+    if not isinstance(scores, Node) or scores.op != "matmul" or not _transposed_keys(scores.args[1]):
+        return None
+    chain += [scores, scores.args[1]]
+    readers = [out, *chain[:-1]]
+    if not all(single_use(n, users, reader) for n, reader in zip(chain, readers, strict=True)):
+        return None
+    return chain
+
+
+def replace_attention(graph: Graph, log: list[str] | None = None) -> Graph:
+    """A new graph where each hand-written attention is one scaled_dot_product_attention call."""
+    users = graph.users()
+    ends: set[Node] = set()
+    swallowed: set[Node] = set()
+    for node in graph.nodes:
+        if (chain := _chain(node, users)) is not None:
+            ends.add(node)
+            swallowed.update(chain)
+
+    def rule(new: Graph, node: Node, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if node in swallowed:
+            return Deferred(node, args, kwargs)
+        if node not in ends:
+            return None
+        if log is not None:
+            log.append(f"replace attention: %{node.name}: matmul, scale, mask, softmax, matmul "
+                       f"-> scaled_dot_product_attention{location(node)}")
+        return _sdpa(new, args[0], args[1])
+
+    return rewrite(graph, rule)
+
+
+def _sdpa(g: Graph, softmax: Deferred, v: Any) -> Node:
+    step, mask = softmax.args[0], None
+    if step.node.op == "add":  # additive mask
+        step, mask = step.args[0], step.args[1]
+    elif step.node.op == "torch_call":  # masked_fill(scores, hidden, -inf): SDPA's True means "attend"
+        step, mask = step.args[1], g.call("logical_not", step.args[2])
+    scale = _scale(step.node)
+    scores = step.args[0]
+    q, k = scores.args[0], scores.args[1].args[0]
+    return g.call("torch_call", F.scaled_dot_product_attention, q, k, v, mask, 0.0, False, scale=scale)
