@@ -11,14 +11,14 @@ TORCH_PIN ?= torch==2.13.0
 PYTHON312 ?= $(HOME)/.pyenv/versions/3.12.1/bin/python3.12
 PYTHON313 ?= $(HOME)/.pyenv/versions/3.13.0/bin/python3.13
 
-.PHONY: demo test lint unit notebooks bench clean
+.PHONY: demo test lint unit notebooks bench clean lab
 .PRECIOUS: .venv3%/.installed  # made by a pattern rule, but kept: it is the environment
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_PIN)"
-	$(PY) -m pip install -q -e ".[test,notebook]"
+	$(PY) -m pip install -q -e ".[test,notebook,lab]"
 	touch $@
 
 # .venv312, .venv313: the interpreter PYTHON312 or PYTHON313, with what the capture tests and notebooks need
@@ -37,7 +37,7 @@ lint: $(VENV)/.installed
 
 test: lint unit capture-py312 capture-py313 notebooks
 
-unit: $(VENV)/.installed extension/lib/report.js
+unit: $(VENV)/.installed extension/labextension/package.json
 	TRITON_INTERPRET=1 $(VENV)/bin/pytest tests
 
 # capture-py312, capture-py313 (never files: a pattern rule, which make does not try for .PHONY targets)
@@ -45,9 +45,19 @@ capture-py3%: .venv3%/.installed
 	TRITON_INTERPRET=1 .venv3$*/bin/pytest tests/capture tests/test_symbolic_sizes.py
 	OMP_NUM_THREADS=$(if $(filter 12,$*),2,1) $(call run_notebooks,.venv3$*)
 
-# The JupyterLab extension's renderer, compiled so tests/notebook can run its node tests.
-extension/lib/report.js: extension/src/report.ts extension/package.json
-	cd extension && npm install --no-audit --no-fund && npx tsc
+LABEXT_DIR := $(VENV)/share/jupyter/labextensions/minicompiler-jupyterlab
+
+# The JupyterLab extension (extension/): tsc -> lib/ (its node tests), then the labextension the wheel ships.
+# The venv only needs to exist (order-only): its editable install may have built the extension already.
+extension/labextension/package.json: $(wildcard extension/src/*.ts extension/style/*) extension/package.json \
+		| $(VENV)/.installed
+	cd extension && npm install --no-audit --no-fund && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npm run build
+	# as `jupyter labextension develop` does: the venv's JupyterLab loads this build, rebuilt in place
+	mkdir -p $(dir $(LABEXT_DIR)) && rm -rf $(LABEXT_DIR) && ln -s $(CURDIR)/extension/labextension $(LABEXT_DIR)
+
+# JupyterLab on the course's notebooks, with the extension (installed by the venv's editable install or linked above)
+lab: $(VENV)/.installed extension/labextension/package.json
+	$(VENV)/bin/jupyter lab notebooks
 
 # The notebooks are tests (nbval): their stored outputs must hold on every Python, thread count and device, so
 # they run on 3.11 with one thread, and again on 3.12 with two and on 3.13 with one (capture-py3%).

@@ -1,5 +1,5 @@
-"""The JupyterLab extension: its built bundle, and its renderer's unit test run with node on a
-report made by the Python side (skipped until `cd extension && jlpm install && jlpm build`)."""
+"""The JupyterLab extension: its built bundle, the wheel that ships it, and its renderer's unit tests run with
+node on a report made by the Python side (skipped until `make extension/labextension/package.json` built it)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ import pytest
 from minicompiler.report import MIME_TYPE, CompileReport
 
 EXTENSION = Path(__file__).resolve().parents[2] / "extension"
-BUILD_FIRST = "extension not built: cd extension && jlpm install && jlpm build"
+BUILD_FIRST = "extension not built: make extension/labextension/package.json"
 
 
 def test_the_extension_renders_the_report_mime_type() -> None:
@@ -27,6 +29,22 @@ def test_the_built_labextension_is_a_mime_extension() -> None:
     built = json.loads((EXTENSION / "labextension" / "package.json").read_text())
     assert built["jupyterlab"]["mimeExtension"] is True
     assert any(p.name.startswith("remoteEntry.") for p in (EXTENSION / "labextension" / "static").iterdir())
+
+
+@pytest.mark.skipif(not (EXTENSION / "labextension" / "package.json").exists(), reason=BUILD_FIRST)
+def test_the_wheel_carries_the_prebuilt_labextension(tmp_path: Path) -> None:
+    # The build hook skips npm when the labextension exists, so this takes seconds (no build isolation: the
+    # test extra brings hatchling and hatch-jupyter-builder).
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                    str(tmp_path), str(EXTENSION.parent)], check=True, capture_output=True, timeout=300)
+    (wheel,) = tmp_path.glob("minicompiler-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    shared = "minicompiler-0.1.0.data/data/share/jupyter/labextensions/minicompiler-jupyterlab/"
+    for required in ["package.json", "install.json", "static/style.js"]:
+        assert shared + required in names, required
+    assert any(n.startswith(shared + "static/remoteEntry.") for n in names)
+    assert "minicompiler/report.py" in names
+    assert any(n.endswith("entry_points.txt") for n in names)
 
 
 @pytest.mark.skipif(not (EXTENSION / "lib" / "report.js").exists() or shutil.which("node") is None,
