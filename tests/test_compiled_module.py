@@ -96,6 +96,18 @@ def test_to_changes_the_originals_dtype_and_recompiles():
     out = compiled(x)
     assert out.dtype == torch.float64 and len(compiled.reports) == 2
     torch.testing.assert_close(out, model(x))
+    assert compiled.half() is compiled and model[0].weight.dtype == torch.float16
+    x = torch.randn(4, 8, dtype=torch.float16)
+    torch.testing.assert_close(compiled(x), model(x))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_moves_the_original():
+    model = make_model().eval()
+    compiled = minicompiler.compile(model).cuda()
+    assert model[0].weight.is_cuda
+    x = torch.randn(4, 8, device="cuda")
+    torch.testing.assert_close(compiled(x), model(x))
 
 
 def test_hooks_on_the_original_run():
