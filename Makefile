@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_PIN)"
-	$(PY) -m pip install -q -e ".[test,notebook,lab]"
+	$(PY) -m pip install -q -e ".[test,notebook,lab,hf]"
 	touch $@
 
 # .venv312, .venv313: the interpreter PYTHON312 or PYTHON313, with what the capture tests and notebooks need

@@ -1,0 +1,97 @@
+"""Hugging Face transformers models, built from small configs with random weights (nothing is
+downloaded), compile whole: one graph, no break, outputs and gradients equal to eager."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+import minicompiler
+
+transformers = pytest.importorskip(
+    "transformers", reason="transformers is not installed (pip install -e '.[hf]')")
+
+BATCH, SEQ, VOCAB = 2, 12, 1000
+SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def bert() -> nn.Module:
+    return transformers.BertModel(transformers.BertConfig(vocab_size=VOCAB, **SMALL, **NO_DROPOUT))
+
+
+def vit() -> nn.Module:
+    config = transformers.ViTConfig(image_size=16, patch_size=8, **SMALL, **NO_DROPOUT)
+    return transformers.ViTModel(config)
+
+
+MODELS: dict[str, tuple[Callable[[], nn.Module], str]] = {
+    "bert": (bert, "tokens"),
+    "vit": (vit, "pixels"),
+}
+
+
+def inputs(kind: str, with_mask: bool) -> tuple[tuple, dict[str, Any]]:
+    if kind == "pixels":
+        return (torch.randn(BATCH, 3, 16, 16),), {}
+    tokens = torch.randint(0, VOCAB, (BATCH, SEQ))
+    if not with_mask:
+        return (tokens,), {}
+    mask = torch.ones(BATCH, SEQ, dtype=torch.long)
+    mask[0, SEQ - 3:] = 0  # the first sequence is padded
+    return (tokens,), {"attention_mask": mask}
+
+
+def cases() -> list[Any]:
+    return [pytest.param(name, mask, id=f"{name}-{'mask' if mask else 'nomask'}")
+            for name, (_, kind) in MODELS.items() for mask in (False, True) if kind == "tokens" or not mask]
+
+
+def assert_whole(model: nn.Module, args: tuple, kwargs: dict) -> None:
+    explained = minicompiler.explain(model)(*args, **kwargs)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.to_text()
+    assert not explained.eager_fallbacks, explained.eager_fallbacks
+
+
+@pytest.mark.parametrize("name, with_mask", cases())
+def test_eval_forward_matches_eager(name: str, with_mask: bool) -> None:
+    torch.manual_seed(0)
+    build, kind = MODELS[name]
+    model = build().eval()
+    args, kwargs = inputs(kind, with_mask)
+    assert_whole(model, args, kwargs)
+    compiled = minicompiler.compile(model)
+    for _ in range(2):  # the second call reuses the compiled program
+        args, kwargs = inputs(kind, with_mask)
+        with torch.no_grad():
+            got, expected = compiled(*args, **kwargs), model(*args, **kwargs)
+        assert type(got) is type(expected)
+        torch.testing.assert_close(got.last_hidden_state, expected.last_hidden_state, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name, with_mask", cases())
+def test_training_step_gradients_match_eager(name: str, with_mask: bool) -> None:
+    torch.manual_seed(0)
+    build, kind = MODELS[name]
+    model = build().train()
+    args, kwargs = inputs(kind, with_mask)
+    assert_whole(model, args, kwargs)
+    compiled = minicompiler.compile(model)
+
+    def gradients(run: Callable[..., Any]) -> dict[str, torch.Tensor]:
+        model.zero_grad()
+        out = run(*args, **kwargs)
+        loss = out.last_hidden_state.square().mean()
+        if out.get("pooler_output") is not None:  # every parameter then has a gradient
+            loss = loss + out.pooler_output.mean()
+        loss.backward()
+        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    got, expected = gradients(compiled), gradients(model)
+    assert got.keys() == expected.keys()
+    for name_ in expected:
+        torch.testing.assert_close(got[name_], expected[name_], rtol=1e-4, atol=1e-5, msg=name_)
