@@ -101,10 +101,12 @@ def replace_attention(graph: Graph, log: list[str] | None = None) -> Graph:
             return Deferred(node, args, kwargs)
         if node not in ends:
             return None
+        call = _sdpa(new, args[0], args[1])
         if log is not None:
-            log.append(f"replace attention: %{node.name}: matmul, scale, mask, softmax, matmul "
+            masked = "masked " if call.args[4] is not None else ""
+            log.append(f"replace attention: %{node.name}: {masked}softmax(q @ k^T * {call.kwargs['scale']:.4g}) @ v "
                        f"-> scaled_dot_product_attention{location(node)}")
-        return _sdpa(new, args[0], args[1])
+        return call
 
     return rewrite(graph, rule)
 

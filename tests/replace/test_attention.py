@@ -1,0 +1,98 @@
+"""Attention replacement (seed 002): hand-written attention -> one scaled_dot_product_attention."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+import minicompiler
+
+B, H, L, D = 2, 3, 8, 16
+
+
+def stage(compiled: object, name: str) -> tuple[list[str], str]:
+    (graph_report,) = compiled.report.graphs
+    record = next(s for s in graph_report.stages if s.name == name)
+    return record.notes, record.text
+
+
+def replaced(compiled: object) -> bool:
+    notes, text = stage(compiled, "replace attention")
+    return "scaled_dot_product_attention" in notes[0] and "ops.softmax" not in text
+
+
+def qkv(requires_grad: bool = False) -> list[torch.Tensor]:
+    return [torch.randn(B, H, L, D, requires_grad=requires_grad) for _ in range(3)]
+
+
+def plain(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+    scores = (q @ k.transpose(-1, -2)) * (1 / math.sqrt(q.shape[-1]))
+    scores = scores.masked_fill(hidden, float("-inf"))
+    return scores.softmax(dim=-1) @ v
+
+
+def additive(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    scores = q @ k.transpose(-2, -1) * 0.25 + bias
+    return torch.softmax(scores, dim=-1) @ v
+
+
+HIDDEN = torch.ones(L, L, dtype=torch.bool).triu(1)  # causal: no row is hidden everywhere
+
+
+def test_attention_without_mask_is_replaced() -> None:
+    compiled = minicompiler.compile(plain)
+    inputs = qkv()
+    torch.testing.assert_close(compiled(*inputs), plain(*inputs))
+    assert replaced(compiled)
+
+
+def test_boolean_and_additive_masks_are_replaced() -> None:
+    for fn, mask in ((causal, HIDDEN), (additive, torch.randn(B, 1, L, L))):
+        compiled = minicompiler.compile(fn)
+        inputs = qkv()
+        torch.testing.assert_close(compiled(*inputs, mask), fn(*inputs, mask))
+        assert replaced(compiled), fn.__name__
+
+
+def test_backward_through_the_replacement_equals_eager() -> None:
+    compiled = minicompiler.compile(causal)
+    inputs = qkv(requires_grad=True)
+    grad = torch.randn(B, H, L, D)
+    got = torch.autograd.grad(compiled(*inputs, HIDDEN), inputs, grad)
+    expected = torch.autograd.grad(causal(*inputs, HIDDEN), inputs, grad)
+    torch.testing.assert_close(got, expected)
+    assert replaced(compiled)
+
+
+def test_patterns_that_differ_are_kept() -> None:
+    def also_returns_probabilities(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        p = torch.softmax(q @ k.transpose(-2, -1) / 4.0, dim=-1)
+        return p @ v, p
+
+    def fills_minus_a_billion(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        scores = (q @ k.transpose(-2, -1) / 4.0).masked_fill(HIDDEN, -1e9)  # a hidden row differs from -inf
+        return torch.softmax(scores, dim=-1) @ v
+
+    for fn in (also_returns_probabilities, fills_minus_a_billion):
+        compiled = minicompiler.compile(fn)
+        inputs = qkv()
+        torch.testing.assert_close(compiled(*inputs), fn(*inputs))
+        assert stage(compiled, "replace attention")[0] == ["no match"], fn.__name__
+
+
+def test_an_explicit_sdpa_call_stays_one_call() -> None:
+    def explicit(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    compiled = minicompiler.compile(explicit)
+    inputs = qkv()
+    torch.testing.assert_close(compiled(*inputs), explicit(*inputs))
+    _, simplified = stage(compiled, "simplify")
+    assert "scaled_dot_product_attention" in simplified and "ops.softmax" not in simplified
