@@ -1,7 +1,7 @@
 /**
- * The compile report as JSON (the MIME type application/vnd.minicompiler.report+json), rendered
- * to HTML. Mirrors minicompiler/report.py; every string from the report is escaped, so the
- * HTML is safe to put into the page.
+ * The compile report as JSON (the MIME type application/vnd.minicompiler.report+json): its types, which
+ * mirror minicompiler/report.py, and a check that data is one. Every string from a report is escaped
+ * (escape) before it goes into the page.
  */
 
 export const MIME_TYPE = 'application/vnd.minicompiler.report+json';
@@ -12,6 +12,7 @@ export interface StageRecord {
   text: string;
   language: string;
   notes: string[];
+  node_lines?: Record<string, number>;
 }
 
 export interface KernelInfo {
@@ -37,6 +38,8 @@ export interface GraphReport {
   kernels: KernelInfo[];
   fusion: FusionInfo[];
   fallback: string | null;
+  autograd?: StageRecord[];
+  saved_tensors?: string[];
 }
 
 export interface GraphBreakInfo {
@@ -67,6 +70,7 @@ export interface CompileReport {
   eager_fallback: string | null;
   recompile_reason: string | null;
   compile_seconds: number;
+  run_times?: Record<string, number>;
 }
 
 export function escape(text: unknown): string {
@@ -78,98 +82,26 @@ export function escape(text: unknown): string {
     .replace(/'/g, '&#39;');
 }
 
-function ms(seconds: number): string {
-  return `${(seconds * 1000).toFixed(1)} ms`;
-}
-
-function details(title: string, body: string, open = false): string {
-  return `<details${open ? ' open' : ''}><summary><b>${title}</b></summary>${body}</details>`;
-}
-
-function table(headers: string[], rows: string[][], rowClasses: string[] = []): string {
-  const head = headers.map(h => `<th>${h}</th>`).join('');
-  const body = rows
-    .map((row, i) => `<tr class="${rowClasses[i] ?? ''}">${row.map(c => `<td>${c}</td>`).join('')}</tr>`)
-    .join('');
-  return `<table><tr>${head}</tr>${body}</table>`;
-}
-
-/** The source with each graph-break line marked, and the break's reason beside it. */
-function sourceHtml(report: CompileReport): string {
-  if (!report.source) {
-    return '';
+/** The report in `data`, or an error saying what is missing (a saved output may be from another version). */
+export function parseReport(data: unknown): CompileReport | Error {
+  if (typeof data === 'string') {
+    try {
+      data = JSON.parse(data);
+    } catch (e) {
+      return new Error(`the report is not JSON: ${(e as Error).message}`);
+    }
   }
-  const breaks = new Map(report.graph_breaks.filter(b => b.lineno !== null).map(b => [b.lineno, b.reason]));
-  const first = report.firstlineno || 1;
-  const lines = report.source.replace(/\n$/, '').split('\n').map((line, i) => {
-    const reason = breaks.get(first + i);
-    const text = `${String(first + i).padStart(4)} ${escape(line)}`;
-    return reason === undefined ? text : `<span class="mc-break">${text}  &larr; graph break: ${escape(reason)}</span>`;
-  });
-  return details('source', `<pre>${lines.join('\n')}</pre>`, report.graph_breaks.length > 0);
-}
-
-function bytecodeHtml(report: CompileReport): string {
-  if (report.bytecode.length === 0) {
-    return '';
+  if (data === null || typeof data !== 'object') {
+    return new Error(`the report is ${data === null ? 'null' : typeof data}, not an object`);
   }
-  const rows = report.bytecode.map(i => [
-    String(i.lineno ?? ''), String(i.offset), `<code>${escape(i.opname)}</code>`, escape(i.argrepr), escape(i.status)
-  ]);
-  const classes = report.bytecode.map(i => `mc-status-${i.status.replace(' ', '-')}`);
-  return details('bytecode', table(['line', 'offset', 'instruction', 'argument', 'status'], rows, classes));
-}
-
-function graphHtml(graph: GraphReport, index: number): string {
-  const parts = [`<h4>graph ${index} &mdash; backend <code>${escape(graph.backend)}</code></h4>`];
-  if (graph.fallback) {
-    parts.push(`<p class="mc-break">runs with torch ops: ${escape(graph.fallback)}</p>`);
+  const report = data as Record<string, unknown>;
+  for (const [key, type] of [['function', 'string'], ['graphs', 'array'], ['graph_breaks', 'array']]) {
+    const value = report[key];
+    if (type === 'array' ? !Array.isArray(value) : typeof value !== type) {
+      return new Error(`the report has no ${key} (${type})`);
+    }
   }
-  parts.push(details(`guards (${graph.guards.length})`,
-    `<ul>${graph.guards.map(g => `<li><code>${escape(g)}</code></li>`).join('')}</ul>`));
-  for (const stage of graph.stages) {
-    const notes = stage.notes.map(n => `<li>${escape(n)}</li>`).join('');
-    parts.push(details(`${escape(stage.name)} (${ms(stage.seconds)})`,
-      `<pre>${escape(stage.text)}</pre>${notes ? `<ul>${notes}</ul>` : ''}`));
-  }
-  if (graph.kernels.length > 0) {
-    const rows = graph.kernels.map(k => [
-      `<code>${escape(k.name)}</code>`, escape(k.kind), escape(k.nodes.join(', ')),
-      k.source_lines.map(escape).join('<br>')
-    ]);
-    parts.push(details(`kernels (${graph.kernels.length})`,
-      table(['kernel', 'kind', 'graph nodes', 'from your code'], rows), true));
-  }
-  if (graph.fusion.length > 0) {
-    const refused = graph.fusion.filter(f => !f.fused).length;
-    const rows = graph.fusion.map(f => [
-      escape(f.producer), escape(f.consumer), f.fused ? 'fused' : '<b>not fused</b>', escape(f.reason)
-    ]);
-    parts.push(details(`fusion decisions (${refused} refused)`,
-      table(['producer', 'consumer', 'decision', 'reason'], rows, graph.fusion.map(f => (f.fused ? '' : 'mc-refused')))));
-  }
-  return parts.join('');
-}
-
-/** The whole report: a summary line, graph breaks, source, bytecode, then each graph. */
-export function reportToHtml(report: CompileReport): string {
-  const kernels = report.graphs.reduce((n, g) => n + g.kernels.length, 0);
-  const parts = [
-    `<div><b>minicompiler</b>: <code>${escape(report.function)}</code> &mdash; ${report.graphs.length} graph(s), ` +
-      `${kernels} kernel(s), compiled in ${ms(report.compile_seconds)}</div>`
-  ];
-  if (report.recompile_reason) {
-    parts.push(`<p class="mc-break">recompiled because ${escape(report.recompile_reason)}</p>`);
-  }
-  if (report.eager_fallback) {
-    parts.push(`<p class="mc-break">runs eagerly: ${escape(report.eager_fallback)}</p>`);
-  }
-  for (const b of report.graph_breaks) {
-    const hint = b.hint ? ` <i>(hint: ${escape(b.hint)})</i>` : '';
-    parts.push(`<p class="mc-break">graph break at line ${b.lineno ?? '?'} <code>${escape(b.line)}</code>: ` +
-      `${escape(b.reason)}${hint}</p>`);
-  }
-  parts.push(sourceHtml(report), bytecodeHtml(report));
-  report.graphs.forEach((graph, i) => parts.push(graphHtml(graph, i)));
-  return `<div class="mc-report">${parts.join('')}</div>`;
+  const defaults = { filename: '', firstlineno: 1, source: '', bytecode: [], eager_fallback: null,
+    recompile_reason: null, compile_seconds: 0, run_times: {} };
+  return { ...defaults, ...report } as unknown as CompileReport;
 }

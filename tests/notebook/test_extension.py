@@ -55,4 +55,4 @@ def test_the_renderer_unit_test_passes_on_a_python_report(report: CompileReport,
     result = subprocess.run(["node", "--test", "test/"], cwd=EXTENSION, capture_output=True, text=True,
                             env={**os.environ, "MC_REPORT_JSON": str(path)}, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "# pass 2" in result.stdout
+    assert "# pass 9" in result.stdout and "# fail 0" in result.stdout
