@@ -14,7 +14,7 @@ backward. Two orders, as torch.compile users write them:
    alone for the same global batch (the mean over the ranks' shards: batch norm normalizes each
    shard by its own statistics, in DDP as in this reference).
 2. Time per step, eager DDP vs torch.compile + DDP vs minicompiler + DDP, printed by rank 0 as a
-   table (--json PATH writes it).
+   table (--json PATH writes it), with the time one all-reduce of all gradients takes (see allreduce_ms).
 """
 
 from __future__ import annotations
@@ -128,6 +128,25 @@ def time_steps(name: str, size: str, batch: int, device: torch.device, order: st
     return statistics.median(warm)
 
 
+def allreduce_ms(name: str, size: str, device: torch.device, repeats: int = 50) -> float:
+    """Median time to all-reduce all of a model's gradients as one flat buffer: the most that
+    overlapping communication with the backward could hide. A minicompiler backward is one
+    autograd node, so every gradient is ready at its end and DDP's buckets all go then; torch.compile's
+    DDP optimizer instead splits the graph at bucket boundaries so that early buckets travel while
+    the rest of the backward runs. This number says what that could win here."""
+    flat = torch.zeros(sum(p.numel() for p in make_model(name, size).parameters()), device=device)
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        dist.all_reduce(flat)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times[repeats // 5:])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--backend", choices=["gloo", "nccl"], default="gloo", help="torch.distributed backend")
@@ -150,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     try:
         for name in args.models:
+            if args.steps:
+                rows.append({"model": name, "order": "all-reduce of all gradients", "step_ms": allreduce_ms(
+                    name, size, device)})
             for order in args.orders:
                 row = {"model": name, "order": order, "world": dist.get_world_size(), "global_batch": batch}
                 if order != "torch.compile + DDP":  # ours are checked; torch's is the yardstick
@@ -170,11 +192,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def print_table(rows: list[dict], device: torch.device) -> None:
-    print(f"\n{'model':12} {'order':24} {'grad check':>12} {'ms/step':>9}   ({device}, torch {torch.__version__})")
+    print(f"\n{'model':12} {'order':28} {'grad check':>12} {'ms/step':>9}   ({device}, torch {torch.__version__})")
     for row in rows:
         check = f"{row['max_grad_diff']:.1e}" if "max_grad_diff" in row else "-"
         step = f"{row['step_ms']:9.2f}" if "step_ms" in row else f"{'-':>9}"
-        print(f"{row['model']:12} {row['order']:24} {check:>12} {step}")
+        print(f"{row['model']:12} {row['order']:28} {check:>12} {step}")
 
 
 if __name__ == "__main__":
