@@ -1,0 +1,117 @@
+"""Random tensor programs for differential fuzzing: minicompiler vs eager PyTorch.
+
+A program is Python source (so a failure prints as code you can paste into a regression test):
+
+    def program(x0, x1):
+        v2 = torch.sin(x0)
+        v3 = torch.sum(v2, 1, keepdim=True)
+        v4 = v2 * v3
+        return v4
+
+Inputs come in awkward layouts (transposed, sliced with an offset, expanded, sizes 0 and 1) and
+dtypes; ops are pointwise, reductions, views and indexing, chained into a DAG: each step reads
+any earlier value whose shape broadcasts with it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+
+UNARY = ["torch.sin({})", "torch.tanh({})", "torch.relu({})", "torch.abs({})", "-{}", "torch.sigmoid({})",
+         "torch.exp(torch.clamp({}, max=3))", "({} * 0.5)", "torch.square({})", "torch.cos({})"]
+BINARY = ["{} + {}", "{} * {}", "{} - {}", "torch.maximum({}, {})", "torch.where({0} > {1}, {0}, {1})"]
+INT_UNARY = ["torch.abs({})", "-{}", "({} * 3)", "({} + 1)"]
+INT_BINARY = ["{} + {}", "{} * {}", "torch.maximum({}, {})", "torch.where({0} > {1}, {0}, {1})"]
+REDUCTIONS = ["torch.sum({}, {}, keepdim={})", "torch.amax({}, {}, keepdim={})", "torch.mean({}, {}, keepdim={})"]
+
+
+@dataclass
+class Program:
+    seed: int
+    source: str
+    inputs: list[torch.Tensor]
+    differentiable: bool
+
+    def function(self):
+        scope: dict = {"torch": torch}
+        exec(self.source, scope)
+        return scope["program"]
+
+
+def _layout(rng: random.Random, shape: list[int], dtype: torch.dtype) -> tuple[torch.Tensor, str]:
+    """A tensor of `shape` in a random memory layout, and what that layout is."""
+    def make(s: list[int]) -> torch.Tensor:
+        if dtype.is_floating_point:
+            return torch.randn(s, dtype=torch.float64).to(dtype)
+        return torch.randint(-5, 6, s, dtype=dtype)
+
+    kind = rng.choice(["contiguous", "transposed", "offset", "expanded"]) if shape else "contiguous"
+    if kind == "transposed" and len(shape) >= 2:
+        return make(shape[:-2] + [shape[-1], shape[-2]]).transpose(-1, -2), kind
+    if kind == "offset":
+        return make([shape[0] + 2] + shape[1:])[1:-1], kind
+    if kind == "expanded":
+        return make([1] + shape[1:]).expand(shape), kind
+    return make(shape), "contiguous"
+
+
+def generate(seed: int, steps: int = 6) -> Program:
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    dtype = rng.choice([torch.float32, torch.float32, torch.float64, torch.int64, torch.int32])
+    floating = dtype.is_floating_point
+    shape = [rng.choice([0, 1, 1, 2, 3, 5, 7]) for _ in range(rng.randint(0, 3))]
+    inputs, names, shapes, lines = [], [], [], []
+    for i in range(rng.randint(1, 3)):
+        tensor, _ = _layout(rng, shape, dtype)
+        inputs.append(tensor)
+        names.append(f"x{i}")
+        shapes.append(list(shape))
+    for _step in range(steps):
+        name = f"v{len(names)}"
+        choice = rng.random()
+        src = rng.randrange(len(names))
+        a, a_shape = names[src], shapes[src]
+        if choice < 0.35:
+            expr = rng.choice(UNARY if floating else INT_UNARY).format(a)
+            new_shape = a_shape
+        elif choice < 0.7:
+            partners = [j for j, s in enumerate(shapes) if _broadcasts(s, a_shape)]
+            j = rng.choice(partners)
+            expr = rng.choice(BINARY if floating else INT_BINARY).format(a, names[j])
+            new_shape = list(torch.broadcast_shapes(tuple(a_shape), tuple(shapes[j])))
+        elif choice < 0.85 and a_shape:
+            dim = rng.randrange(len(a_shape))
+            keep = rng.random() < 0.6
+            ops = REDUCTIONS if floating else REDUCTIONS[:1]
+            if a_shape[dim] == 0:
+                ops = ["torch.sum({}, {}, keepdim={})"]
+            expr = rng.choice(ops).format(a, dim, keep)
+            new_shape = [1 if d == dim else s for d, s in enumerate(a_shape)] if keep else \
+                [s for d, s in enumerate(a_shape) if d != dim]
+        elif a_shape and len(a_shape) >= 2 and rng.random() < 0.5:
+            expr, new_shape = f"{a}.transpose(0, 1)", [a_shape[1], a_shape[0], *a_shape[2:]]
+        elif a_shape:
+            dim = rng.randrange(len(a_shape))
+            expr = f"{a}.narrow({dim}, 0, {a_shape[dim] // 2})" if rng.random() < 0.5 \
+                else f"{a}.flip({dim})"
+            new_shape = [s // 2 if d == dim else s for d, s in enumerate(a_shape)] if "narrow" in expr else a_shape
+        else:
+            expr, new_shape = f"{a}.unsqueeze(0)", [1]
+        lines.append(f"    {name} = {expr}")
+        names.append(name)
+        shapes.append(new_shape)
+    outputs = names[-1] if rng.random() < 0.7 else f"{names[-1]}, {names[len(inputs)]}"
+    source = f"def program({', '.join(names[:len(inputs)])}):\n" + "\n".join(lines) + f"\n    return {outputs}\n"
+    return Program(seed, source, inputs, floating)
+
+
+def _broadcasts(a: list[int], b: list[int]) -> bool:
+    try:
+        torch.broadcast_shapes(tuple(a), tuple(b))
+        return True
+    except RuntimeError:
+        return False
