@@ -215,12 +215,16 @@ def _timed(report: GraphReport, name: str, step: Callable[[], Any]) -> tuple[Any
 
 
 def _replace_patterns(report: GraphReport, graph: Graph) -> Graph:
-    """The `replace` passes, each its own step in the report (its rewrites as notes)."""
+    """The `replace` passes; each one that rewrote something is its own step in the report (its
+    rewrites as notes). A pass that matched nothing returns the graph unchanged and adds no step."""
     for name, replace_pass in REPLACE_PASSES:
         rewrites: list[str] = []
-        graph, record = _timed(report, name, functools.partial(replace_pass, graph, rewrites))
-        record.text, record.notes = graph_to_python(graph), rewrites or ["no match"]
-        record.node_lines = node_lines(graph)
+        start = time.perf_counter()
+        replaced = replace_pass(graph, rewrites)
+        if rewrites:
+            graph = replaced
+            report.stages.append(StageRecord(name, time.perf_counter() - start, graph_to_python(graph),
+                                             notes=rewrites, node_lines=node_lines(graph)))
     return graph
 
 

@@ -4,8 +4,8 @@ captured graph before `decompose` (which would take the patterns apart).
     fold_conv_batch_norm   eval-mode batch norm folded into the convolution before it (seed 004)
     replace_attention      hand-written attention -> scaled_dot_product_attention (seed 002)
 
-Each pass is a function `(graph, log=None) -> graph` and is recorded in the report as its own
-step, with one log line per rewrite.
+Each pass is a function `(graph, log=None) -> graph`; one that rewrote something is its own
+step in the report, with one log line per rewrite.
 """
 
 from minicompiler.replace.attention import replace_attention
