@@ -255,7 +255,7 @@ def _output_or_recipe(state: CaptureState, result: Variable) -> tuple[Any, Frame
     except Unsupported:
         if not state.allow_breaks:
             raise
-    recipe = write_recipe(state, [result], {})
+    recipe = write_recipe(state, [result], {}, returning=True)
     return recipe.outputs, recipe
 
 

@@ -20,6 +20,7 @@ from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.grad_mode import GradModeVariable
 from minicompiler.capture.operators import binary_op, fold
 from minicompiler.capture.tensor import TensorVariable, call_torch_function
+from minicompiler.capture.user_objects import UserObjectVariable
 from minicompiler.capture.variables import (
     ConstantVariable,
     DictVariable,
@@ -80,6 +81,8 @@ def call_builtin(tx: Tracer, fn: Callable[..., Any], args: list[Variable],
 
 @handles(builtins.len)
 def _len(tx: Tracer, obj: Variable) -> Variable:
+    if isinstance(obj, UserObjectVariable):  # its class's own __len__, inlined
+        return obj.call_method(tx, "__len__", [], {})
     return ConstantVariable(obj.length())
 
 
@@ -172,6 +175,8 @@ def _getattr(tx: Tracer, obj: Variable, name: Variable, *default: Variable) -> V
 def _hasattr(tx: Tracer, obj: Variable, name: Variable) -> Variable:
     if isinstance(obj, TensorVariable):
         return ConstantVariable(hasattr(torch.Tensor, name.as_python()))
+    if isinstance(obj, UserObjectVariable):
+        return ConstantVariable(obj.has_attribute(name.as_python()))
     return ConstantVariable(hasattr(obj.as_python(), name.as_python()))
 
 

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
@@ -24,6 +25,7 @@ from minicompiler.capture.nn_modules import MODULE_LOWERINGS
 from minicompiler.capture.records_dict import DataclassDictVariable, is_dataclass_dict
 from minicompiler.capture.sources import Source, cell_source, fixed_source
 from minicompiler.capture.tensor import call_torch_function
+from minicompiler.capture.user_objects import UserObjectVariable, can_create
 from minicompiler.capture.variables import (
     CellVariable,
     ConstantVariable,
@@ -163,13 +165,18 @@ class ObjectVariable(Variable):
         return self.value
 
     def getattr(self, tx: Tracer, name: str) -> Variable:
+        if isinstance(self.value, _READ_ONLY_MAPPINGS) and name in _PURE_CONTAINER_METHODS:
+            return PureMethodVariable(getattr(type(self.value), name), self)  # os.environ.get(...)
         written = tx.state.attribute_writes.lookup(self.value, name)
         if written is not None:  # assigned earlier in this capture (replayed after the graph)
             return written
         try:
             static = inspect.getattr_static(self.value, name)
         except AttributeError:
-            raise Unsupported(f"{self.describe()} has no attribute {name!r}") from None
+            if not _computes_attributes(type(self.value)) or not hasattr(self.value, name):
+                raise Unsupported(f"{self.describe()} has no attribute {name!r}") from None
+            # a class that maps names itself (a config's attribute_map): read for real, guarded
+            return tx.state.wrap(getattr(self.value, name), self.source.attr(name) if self.source else None)
         if not isinstance(self.value, type):  # methods and properties are looked up on the class
             if isinstance(static, property) and static.fget is not None:
                 return UserFunctionVariable(static.fget, self_var=self).call(tx, [], {})
@@ -207,12 +214,19 @@ class ObjectVariable(Variable):
     def call(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if is_dataclass_dict(self.value):  # a ModelOutput
             return DataclassDictVariable.create(self.value, args, kwargs)
+        if isinstance(self.value, type) and can_create(self.value):
+            return UserObjectVariable.create(tx, self.value, args, kwargs)
         if isinstance(self.value, type):
             raise Unsupported(f"creating a {self.value.__name__} object inside the function")
         call = inspect.getattr_static(type(self.value), "__call__", None)
         if isinstance(call, types.FunctionType):
             return UserFunctionVariable(call, self_var=self).call(tx, args, kwargs)
         return super().call(tx, args, kwargs)
+
+
+def _computes_attributes(cls: type) -> bool:
+    """The class answers some attribute reads with code (__getattribute__ or __getattr__)."""
+    return cls.__getattribute__ is not object.__getattribute__ or hasattr(cls, "__getattr__")
 
 
 class SuperVariable(Variable):
@@ -232,12 +246,14 @@ class SuperVariable(Variable):
         return f"super({self.cls.__name__}, ...)"
 
     def getattr(self, tx: Tracer, name: str) -> Variable:
-        mro = type(self.obj.as_python()).__mro__
+        mro = self.obj.python_type().__mro__
         for klass in mro[mro.index(self.cls) + 1:]:
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
                 if isinstance(attr, types.FunctionType):
                     return UserFunctionVariable(attr, self_var=self.obj)
+                if klass is object and name == "__init__":  # object.__init__() does nothing
+                    return BuiltinVariable(_do_nothing)
                 if klass in (dict, list, tuple) and name in _PURE_CONTAINER_METHODS:
                     return PureMethodVariable(attr, self.obj)
                 break
@@ -248,6 +264,14 @@ class SuperVariable(Variable):
 # registry that subclasses dict), calling them for real is as good as reading an attribute.
 _PURE_CONTAINER_METHODS = {"get", "keys", "values", "items", "__getitem__", "__contains__", "__len__",
                            "copy", "index", "count"}
+
+
+def _do_nothing(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+# Mappings whose reads are read for real (the environment is read when the graph is made)
+_READ_ONLY_MAPPINGS = (type(os.environ), types.MappingProxyType)
 
 
 class PureMethodVariable(Variable):
@@ -333,6 +357,8 @@ class NNModuleVariable(ObjectVariable):
         k = key.as_python()
         if isinstance(self.value, nn.ModuleDict):
             return self.getattr(tx, k)
+        if isinstance(k, slice):  # layers[:n]: the submodules, for a loop (not a new ModuleList object)
+            return TupleVariable([self.getattr(tx, name) for name in names[k]])
         if not isinstance(k, int) or not -len(names) <= k < len(names):
             raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
         return self.getattr(tx, names[k])

@@ -39,6 +39,7 @@ from minicompiler.capture.objects import (
 from minicompiler.capture.records_dict import DataclassDictVariable
 from minicompiler.capture.sources import Source
 from minicompiler.capture.tensor import TensorVariable
+from minicompiler.capture.user_objects import UserObjectVariable, make_for_real
 from minicompiler.capture.variables import (
     NULL,
     CellVariable,
@@ -169,6 +170,15 @@ class Construct(Recipe):
         return self.cls(**{name: env.build(r) for name, r in self.fields.items()})
 
 
+@dataclass(eq=False)
+class NewObject(Recipe):
+    cls: type  # an object of a user class the captured code made (a cache): made again, attributes set
+    attrs: dict[str, Recipe]
+
+    def make(self, env: BuildEnv) -> Any:
+        return make_for_real(self.cls, {name: env.build(r) for name, r in self.attrs.items()})
+
+
 @dataclass
 class BuildEnv:
     """What recipes are made from: the graph's outputs and the segment's own arguments."""
@@ -214,12 +224,17 @@ class ResumePoint:
         return self.instructions[self.index]
 
 
-def write_recipe(state: CaptureState, stack: list[Variable], local: dict[str, Variable]) -> FrameRecipe:
-    """Recipes for a frame's values; raises Unsupported for a value that cannot be rebuilt."""
+def write_recipe(state: CaptureState, stack: list[Variable], local: dict[str, Variable],
+                 returning: bool = False) -> FrameRecipe:
+    """Recipes for a frame's values; raises Unsupported for a value that cannot be rebuilt.
+    `returning`: the function's returned value, after which no code of the function runs, so
+    tensors that shared memory inside may come out as separate tensors (as the graph's outputs
+    always do)."""
     writer = _RecipeWriter(state)
     stack_recipes = [writer.recipe(v) for v in stack]
     local_recipes = {name: writer.recipe(v) for name, v in local.items()}
-    writer.check_no_shared_memory()
+    if not returning:
+        writer.check_no_shared_memory()
     return FrameRecipe(stack_recipes, local_recipes, writer.outputs)
 
 
@@ -266,6 +281,8 @@ class _RecipeWriter:
             return Cell(None if var.content is None else self.recipe(var.content))
         if isinstance(var, DataclassDictVariable):
             return Construct(var.cls, {name: self.recipe(v) for name, v in var.fields.items()})
+        if isinstance(var, UserObjectVariable):
+            return NewObject(var.cls, {name: self.recipe(v) for name, v in var.attrs.items()})
         if isinstance(var, MethodVariable):
             return Attribute(self.recipe(var.obj), var.name)
         if isinstance(var, UserFunctionVariable):

@@ -194,7 +194,10 @@ def index(g: Graph, x: Node, key: Any) -> Node:
 # --- joining and splitting ---------------------------------------------------------------
 @lowers(torch.cat, torch.concat)
 def cat(g: Graph, tensors: Any, dim: int = 0) -> Node:
-    tensors = list(tensors)
+    # as torch does, a 1-d empty tensor (`torch.tensor([])`, a cache before its first update) is skipped
+    tensors = [t for t in tensors if tuple(t.meta.shape) != (0,)] or list(tensors)[:1]
+    if len(tensors) == 1:
+        return tensors[0]
     return g.call("cat", tensors, norm_dim(dim, tensors[0].meta.ndim))
 
 

@@ -189,3 +189,44 @@ def test_a_keyword_left_out_is_another_compilation() -> None:
     x, mask = torch.randn(4), torch.randn(4)
     compiled(x)
     torch.testing.assert_close(compiled(x, mask=mask), x * mask)
+
+
+# -- objects of user classes made inside the function (a cache) -----------------------------------------
+class Layer:
+    def __init__(self) -> None:
+        self.keys = torch.tensor([])  # empty until the first update, as transformers' DynamicLayer
+
+    def update(self, k: torch.Tensor) -> torch.Tensor:
+        self.keys = torch.cat([self.keys, k], dim=-2)
+        return self.keys
+
+
+class Cache:
+    def __init__(self, layers: int) -> None:
+        self.layers = [Layer() for _ in range(layers)]
+        self.seen = 0
+
+    @property
+    def length(self) -> int:
+        return self.keys_of(0).shape[-2]
+
+    def keys_of(self, index: int) -> torch.Tensor:
+        return self.layers[index].keys
+
+
+def uses_a_cache(x):
+    cache = Cache(layers=2)
+    for layer in cache.layers:
+        layer.update(x)
+        layer.update(x * 2)
+    cache.seen += cache.length
+    assert isinstance(cache, Cache) and hasattr(cache, "seen") and getattr(cache, "missing", None) is None
+    return cache.keys_of(1) + cache.seen, cache
+
+
+def test_user_objects_made_inside_are_tracked_and_returned() -> None:
+    got = compiles_whole(lambda x: uses_a_cache(x)[0], torch.randn(3, 4))
+    assert got.shape == (6, 4)
+    out, cache = minicompiler.compile(uses_a_cache, backend="eager")(torch.randn(3, 4))
+    assert type(cache) is Cache and cache.seen == 6 and type(cache.layers[0]) is Layer
+    torch.testing.assert_close(out, cache.layers[1].keys + 6)

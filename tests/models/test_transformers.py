@@ -29,9 +29,29 @@ def vit() -> nn.Module:
     return transformers.ViTModel(config)
 
 
+def gpt2() -> nn.Module:  # a decoder: causal mask, and a DynamicCache made inside forward
+    config = transformers.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64,
+                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    return transformers.GPT2Model(config)
+
+
+def llama() -> nn.Module:  # rotary embeddings, grouped-query attention, RMSNorm
+    config = transformers.LlamaConfig(vocab_size=VOCAB, num_key_value_heads=2, **SMALL)
+    return transformers.LlamaModel(config)
+
+
+def distilbert() -> nn.Module:
+    config = transformers.DistilBertConfig(vocab_size=VOCAB, dim=32, n_layers=2, n_heads=4, hidden_dim=64,
+                                           dropout=0.0, attention_dropout=0.0)
+    return transformers.DistilBertModel(config)
+
+
 MODELS: dict[str, tuple[Callable[[], nn.Module], str]] = {
     "bert": (bert, "tokens"),
     "vit": (vit, "pixels"),
+    "gpt2": (gpt2, "tokens"),
+    "llama": (llama, "tokens"),
+    "distilbert": (distilbert, "tokens"),
 }
 
 
