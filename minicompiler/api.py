@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -98,6 +99,9 @@ class CompiledFunction:
         self.dynamic_dims: dict[str, set[int]] = {}  # input source path -> dims seen changing (dynamic=None)
         self.symbolic_off: str | None = None  # why symbolic sizes were given up for this function, if they were
         self._warned_cache_limit = False
+        # Held while compiling: threads that miss the cache at once compile one after the other (the
+        # second finds the first's entry); a call whose entry exists takes no lock
+        self._compile_lock = threading.RLock()
         # Set when a call could not be captured at all (not even up to a resumable graph break):
         # like TorchDynamo's skipped frames, later calls then run eagerly without trying again.
         self.runs_eagerly: str | None = None
@@ -112,22 +116,36 @@ class CompiledFunction:
         if self.runs_eagerly is not None:
             return self.fn(*args, **kwargs)
         entry = first_passing(self.cache, args, kwargs)
-        if entry is not None:
-            entry, report = self._for_sizes(entry, args, kwargs)
-        elif len(self.cache) >= CACHE_SIZE_LIMIT:
-            self._warn_cache_limit()
-            return self.fn(*args, **kwargs)
+        if entry is None or entry.captured.dynamic_inputs:
+            with self._compile_lock:
+                entry, report = self._entry_for(args, kwargs)
         else:
-            reason = self._recompile_reason(args, kwargs)
-            self._learn_dynamic_dims(args, kwargs)
-            entry = self._compile(args, kwargs, reason)
-            if entry is not None:
-                self.cache.append(entry)
-            report = entry.report if entry is not None else None
+            report = None
         if entry is None:
-            logs.emit_compilation(self.reports[-1])
+            if report is not None:
+                logs.emit_compilation(report)
             return self.fn(*args, **kwargs)
         return self._run_segments(entry, args, kwargs, report)
+
+    def _entry_for(self, args: tuple, kwargs: dict) -> tuple[CacheEntry | None, CompileReport | None]:
+        """The entry that runs this call, compiled if none passes (called under the compile lock);
+        with this call's new report, if it compiled one. No entry: run the call eagerly."""
+        entry = first_passing(self.cache, args, kwargs)  # again: another thread may have added it
+        if entry is not None:
+            entry, report = self._for_sizes(entry, args, kwargs)
+            return entry, report if entry is not None else self.reports[-1]
+        if self.runs_eagerly is not None:
+            return None, None
+        if len(self.cache) >= CACHE_SIZE_LIMIT:
+            self._warn_cache_limit()
+            return None, None
+        reason = self._recompile_reason(args, kwargs)
+        self._learn_dynamic_dims(args, kwargs)
+        entry = self._compile(args, kwargs, reason)
+        if entry is None:
+            return None, self.reports[-1]
+        self.cache = [*self.cache, entry]  # a new list: threads reading the old one see it whole
+        return entry, entry.report
 
     # -- dynamic shapes ------------------------------------------------------------------------
     def _dynamic_dims_of(self, path: str, tensor: torch.Tensor) -> tuple[int, ...]:
@@ -189,7 +207,7 @@ class CompiledFunction:
             warnings.warn(
                 f"minicompiler: {self.__name__} recompiled {CACHE_SIZE_LIMIT} times "
                 "(cache size limit); running it eagerly from now on",
-                stacklevel=3,
+                stacklevel=4,
             )
             self._warned_cache_limit = True
 
@@ -210,21 +228,35 @@ class CompiledFunction:
             key = (point.function.__code__, frame.shape_key())
             if key in self.uncapturable_segments:
                 return _run_rest_for_real(point, frame)
-            entries = self.resume_cache.setdefault(key, [])
-            entry = first_runnable(entries, args)
+            with self._compile_lock:  # segments after a break: rarer, so always locked
+                entry, report = self._segment_entry(point, frame, key, report)
             if entry is None:
-                failed = why_not_runnable(entries[-1], args) if entries else None
-                report = report or self._new_report(segment_reason(point, failed))
-                self._learn_float_inputs(key, failed, args)
-                symbolic = not any(e.captured.sizes is not None for e in entries)  # one symbolic entry a segment
-                entry = self._compile_segment(point, frame, report, self.float_inputs.get(key, frozenset()), symbolic)
-                if entry is None:
-                    self.uncapturable_segments.add(key)
-                    logs.emit_compilation(report)
-                    return _run_rest_for_real(point, frame)
-                if len(entries) >= CACHE_SIZE_LIMIT:
-                    entries.pop(0)  # the oldest goes: segments are cheap to capture again
-                entries.append(entry)
+                return _run_rest_for_real(point, frame)
+
+    def _segment_entry(self, point: ResumePoint, frame: RealFrame, key: tuple,
+                       report: CompileReport | None) -> tuple[CacheEntry | None, CompileReport | None]:
+        """The entry for the segment from `point` (compiled if none runs), and this call's report.
+        No entry: the rest of the function runs for real."""
+        args = frame.arguments()
+        if key in self.uncapturable_segments:
+            return None, report
+        entries = self.resume_cache.setdefault(key, [])
+        entry = first_runnable(entries, args)
+        if entry is not None:
+            return entry, report
+        failed = why_not_runnable(entries[-1], args) if entries else None
+        report = report or self._new_report(segment_reason(point, failed))
+        self._learn_float_inputs(key, failed, args)
+        symbolic = not any(e.captured.sizes is not None for e in entries)  # one symbolic entry a segment
+        entry = self._compile_segment(point, frame, report, self.float_inputs.get(key, frozenset()), symbolic)
+        if entry is None:
+            self.uncapturable_segments.add(key)
+            logs.emit_compilation(report)
+            return None, report
+        if len(entries) >= CACHE_SIZE_LIMIT:
+            entries.pop(0)  # the oldest goes: segments are cheap to capture again
+        entries.append(entry)
+        return entry, report
 
     def _run(self, entry: CacheEntry, args: tuple, kwargs: dict) -> Any:
         inputs = entry.captured.fetch_inputs(args, kwargs)
@@ -436,6 +468,9 @@ def compile(
         return fn if fn is not None else (lambda f: f)
     if fn is None:
         return lambda f: compile(f, backend=backend, mode=mode, dynamic=dynamic, fullgraph=fullgraph, options=options)
+    if not callable(fn):  # at once, not at the first call (torch.compile asserts the same)
+        raise TypeError(f"minicompiler.compile expects a function or nn.Module, but got {type(fn).__name__!r}: "
+                        f"{fn!r:.80}")
     if isinstance(fn, torch.nn.Module):  # a module gets a module: parameters(), train(), state_dict()...
         inner = fn.module if isinstance(fn, torch.nn.parallel.DistributedDataParallel) else fn
         # its bound `forward`: the wrapper runs the module's hooks (capture would refuse them)

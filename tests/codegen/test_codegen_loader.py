@@ -18,7 +18,7 @@ def cache(tmp_path, monkeypatch):
 
 def test_cpp_is_compiled_once_and_found_on_disk_later(cache, monkeypatch):
     assert loader.load_cpp(SOURCE % 41).answer() == 41
-    assert [p.suffix for p in sorted((cache / "cpp").iterdir())] == [".cpp", ".so"]
+    assert [p.suffix for p in sorted((cache / "cpp").iterdir())] == [".cpp", ".so", ".sha256"]
     monkeypatch.setattr(loader, "_loaded", {})  # as if in a new process
 
     def no_compiler(*args, **kwargs):
