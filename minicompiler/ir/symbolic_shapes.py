@@ -209,6 +209,8 @@ def _arange(*args: Any, **kwargs: Any) -> Shape:
 # torch functions kept whole (`torch_call`) whose result shape is known in symbols
 TORCH_CALL_RULES: dict[Callable[..., Any], ShapeRule] = {
     F.embedding: lambda ids, weight, *rest, **kw: _shape(ids) + _shape(weight)[1:],
+    # the queries' rows, the values' width (replace/attention.py makes these calls)
+    F.scaled_dot_product_attention: lambda q, k, v, *rest, **kw: _shape(q)[:-1] + _shape(v)[-1:],
     torch.arange: _arange,
 }
 
