@@ -9,6 +9,7 @@ them is Unsupported.
 from __future__ import annotations
 
 import builtins
+import collections
 import functools
 import inspect
 from collections.abc import Callable
@@ -122,6 +123,13 @@ def _any(tx: Tracer, iterable: Variable) -> Variable:
     return ConstantVariable(any(item.truth() for item in iterable.iterate(tx)))
 
 
+@handles(collections.defaultdict)
+def _defaultdict(tx: Tracer, factory: Variable | None = None, mapping: Variable | None = None) -> Variable:
+    made = _dict(tx, mapping) if mapping is not None else DictVariable({})
+    made.default_factory = factory if factory is not None and factory.as_python() is not None else None
+    return made
+
+
 @handles(builtins.range)
 def _range(tx: Tracer, *args: Variable) -> Variable:
     return ConstantVariable(range(*python_values(args)))
@@ -160,7 +168,10 @@ def _tuple(tx: Tracer, iterable: Variable | None = None) -> Variable:
 
 @handles(builtins.dict)
 def _dict(tx: Tracer, mapping: Variable | None = None, **kwargs: Variable) -> Variable:
-    items = dict(mapping.items) if isinstance(mapping, DictVariable) else {}
+    if mapping is None or isinstance(mapping, DictVariable):
+        items = dict(mapping.items) if mapping is not None else {}
+    else:  # pairs: dict(zip(keys, values)), dict([("a", x)])
+        items = {k.as_python(): v for k, v in (pair.iterate(tx) for pair in mapping.iterate(tx))}
     return DictVariable({**items, **kwargs})
 
 

@@ -250,6 +250,8 @@ class SuperVariable(Variable):
         for klass in mro[mro.index(self.cls) + 1:]:
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
+                if klass is nn.Module and name == "__call__" and isinstance(self.obj, NNModuleVariable):
+                    return MethodOfVariable(self.obj.call_forward)
                 if isinstance(attr, types.FunctionType):
                     return UserFunctionVariable(attr, self_var=self.obj)
                 if klass is object and name == "__init__":  # object.__init__() does nothing
@@ -264,6 +266,16 @@ class SuperVariable(Variable):
 # registry that subclasses dict), calling them for real is as good as reading an attribute.
 _PURE_CONTAINER_METHODS = {"get", "keys", "values", "items", "__getitem__", "__contains__", "__len__",
                            "copy", "index", "count"}
+
+
+class MethodOfVariable(Variable):
+    """A capture-time method standing for a Python one (super().__call__ of a module: its forward)."""
+
+    def __init__(self, method: Callable[[Tracer, list[Variable], dict[str, Variable]], Variable]) -> None:
+        self.method = method
+
+    def call(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return self.method(tx, args, kwargs)
 
 
 def _do_nothing(*args: Any, **kwargs: Any) -> None:
@@ -335,9 +347,18 @@ class NNModuleVariable(ObjectVariable):
         lowering = MODULE_LOWERINGS.get(type(module))
         if lowering is not None:
             return lowering(tx, self, *args, **kwargs)
-        if "forward" in module.__dict__ or type(module).__call__ is not nn.Module.__call__:
-            raise Unsupported(f"{self.describe()} replaces forward or __call__")
-        return UserFunctionVariable(type(module).forward, self_var=self).call(tx, args, kwargs)
+        if "forward" in module.__dict__:
+            raise Unsupported(f"{self.describe()} replaces forward")
+        call = inspect.getattr_static(type(module), "__call__")
+        if call is not nn.Module.__call__:  # a class's own __call__ (it may call super().__call__())
+            if not isinstance(call, types.FunctionType):
+                raise Unsupported(f"{self.describe()} replaces __call__")
+            return UserFunctionVariable(call, self_var=self).call(tx, args, kwargs)
+        return self.call_forward(tx, args, kwargs)
+
+    def call_forward(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        """What nn.Module.__call__ does without hooks: run forward."""
+        return UserFunctionVariable(type(self.value).forward, self_var=self).call(tx, args, kwargs)
 
     def children(self) -> list[tuple[str, nn.Module]]:
         if not isinstance(self.value, (nn.Sequential, nn.ModuleList, nn.ModuleDict)):

@@ -50,3 +50,10 @@ def check(tx: Tracer, condition: Variable, message: Variable | None = None) -> V
     if not condition.truth():
         raise Unsupported("a torch._check fails at capture time (eager raises the error)")
     return ConstantVariable(None)  # the message (often a lambda) is only built when the check fails
+
+
+@handles(torch.finfo, torch.iinfo)
+def dtype_info(tx: Tracer, dtype: Variable | None = None) -> Variable:
+    # torch.finfo(dtype).min: facts about a dtype, fixed (the dtype is a constant)
+    info = torch.finfo if dtype is None or dtype.as_python().is_floating_point else torch.iinfo
+    return tx.state.wrap(info(*([] if dtype is None else [dtype.as_python()])), None)

@@ -289,8 +289,12 @@ class DictVariable(Variable):
     def iterate(self, tx: Tracer) -> list[Variable]:
         return [ConstantVariable(k) for k in self.items]
 
+    default_factory: Variable | None = None  # set for a collections.defaultdict
+
     def getitem(self, tx: Tracer, key: Variable) -> Variable:
         k = key.as_python()
+        if k not in self.items and self.default_factory is not None:  # defaultdict: made and kept
+            self.setitem(key, self.default_factory.call(tx, [], {}))
         if k not in self.items:
             raise Unsupported(f"the key {k!r} is not in the dict")
         return self.items[k]

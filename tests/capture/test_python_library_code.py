@@ -5,6 +5,7 @@ Each program must compile to one graph with no break and match eager on fresh in
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import inspect
@@ -230,3 +231,25 @@ def test_user_objects_made_inside_are_tracked_and_returned() -> None:
     out, cache = minicompiler.compile(uses_a_cache, backend="eager")(torch.randn(3, 4))
     assert type(cache) is Cache and cache.seen == 6 and type(cache.layers[0]) is Layer
     torch.testing.assert_close(out, cache.layers[1].keys + 6)
+
+
+# -- defaultdict, dict(pairs), torch.finfo, a module's own __call__ ------------------------------------
+def collects(x):
+    collected = collections.defaultdict(tuple)
+    for name, value in dict(zip(["a", "b"], [x, x * 2], strict=True)).items():
+        collected[name] += (value,)
+    return collected["a"][0] + collected["b"][0] + torch.finfo(x.dtype).eps
+
+
+class Checkpointed(torch.nn.Linear):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:  # as transformers 4's GradientCheckpointingLayer
+        return super().__call__(*args, **kwargs) * 2
+
+
+def test_defaultdict_pairs_finfo() -> None:
+    compiles_whole(collects, torch.randn(4))
+
+
+def test_a_module_with_its_own_call_is_inlined() -> None:
+    layer = Checkpointed(4, 4)
+    compiles_whole(lambda x: layer(x), torch.randn(2, 4))
