@@ -116,7 +116,8 @@ def _check_sample(op: Any, sample: Any, backend: str) -> tuple[str, str]:
     except Exception as err:
         return "error", f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
     status, why = _report_status(compiled.report)
-    if _same(expected, again):  # eager disagrees with itself (random ops): compare nothing
+    # eager disagrees with itself (random ops), or its values are undefined (empty): compare nothing
+    if _same(expected, again) or "empty" in op.name:
         return status, why
     diff = _same(expected, actual)
     return ("wrong", diff) if diff else (status, why)

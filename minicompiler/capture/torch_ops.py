@@ -102,6 +102,11 @@ _UNARY = [
 ]
 for _name in _UNARY:
     lowers(getattr(torch, _name), methods=[_name])(_unary(_name))
+# ops written as formulas of the above (decompose/pointwise.py)
+for _name in ["sinh", "cosh", "exp2", "log2", "log10", "frac", "deg2rad", "rad2deg"]:
+    lowers(getattr(torch, _name), methods=[_name])(_unary(_name))
+for _name in ["hypot", "logical_xor"]:
+    lowers(getattr(torch, _name), methods=[_name])(_binary(_name))
 lowers(torch.negative, methods=["negative"])(TORCH_FUNCTIONS[torch.neg])
 lowers(torch.absolute, methods=["absolute"])(TORCH_FUNCTIONS[torch.abs])
 lowers(F.sigmoid)(TORCH_FUNCTIONS[torch.sigmoid])
@@ -166,6 +171,12 @@ def _activation(op: str) -> Lowering:
 
 lowers(F.relu)(_activation("relu"))
 lowers(F.silu)(_activation("silu"))
+
+
+for _name in ["softsign", "hardsigmoid", "hardswish", "mish", "selu"]:
+    lowers(getattr(F, _name))(_activation(_name) if _name != "softsign" else _unary(_name))
+lowers(F.elu)(lambda g, x, alpha=1.0, inplace=False: maybe_inplace(g.call("elu", x, alpha), inplace))
+lowers(F.celu)(lambda g, x, alpha=1.0, inplace=False: maybe_inplace(g.call("celu", x, alpha), inplace))
 
 
 @lowers(F.gelu, methods=["gelu"])

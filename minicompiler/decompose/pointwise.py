@@ -101,3 +101,106 @@ def lerp(ops: GraphOps, start: Node, end: Node, weight: Any) -> Node:
     if not isinstance(weight, Node):  # a Python number: pick the formula now
         return from_start() if abs(weight) < 0.5 else from_end()
     return ops.where(ops.lt(ops.abs(weight), 0.5), from_start(), from_end())
+
+
+# --- special functions written with the primitives codegen already has --------------------
+@register_decomposition("sinh", upcast=True)
+def sinh(ops: GraphOps, x: Node) -> Node:
+    # (e^x - e^-x) / 2, through expm1 so that small x keeps its digits
+    return ops.mul(ops.sub(ops.expm1(x), ops.expm1(ops.neg(x))), 0.5)
+
+
+@register_decomposition("cosh", upcast=True)
+def cosh(ops: GraphOps, x: Node) -> Node:
+    # (e^x + e^-x) / 2
+    return ops.mul(ops.add(ops.exp(x), ops.exp(ops.neg(x))), 0.5)
+
+
+@register_decomposition("exp2", upcast=True)
+def exp2(ops: GraphOps, x: Node) -> Node:
+    # 2^x = e^(x ln 2)
+    return ops.exp(ops.mul(x, math.log(2)))
+
+
+@register_decomposition("log2", upcast=True)
+def log2(ops: GraphOps, x: Node) -> Node:
+    # ln x / ln 2
+    return ops.mul(ops.log(x), 1 / math.log(2))
+
+
+@register_decomposition("log10", upcast=True)
+def log10(ops: GraphOps, x: Node) -> Node:
+    # ln x / ln 10
+    return ops.mul(ops.log(x), 1 / math.log(10))
+
+
+@register_decomposition("frac")
+def frac(ops: GraphOps, x: Node) -> Node:
+    # x - trunc(x): the fraction keeps the sign of x
+    return ops.sub(x, ops.trunc(x))
+
+
+@register_decomposition("hypot", upcast=True)
+def hypot(ops: GraphOps, x: Node, other: Node) -> Node:
+    # sqrt(x^2 + y^2)
+    return ops.sqrt(ops.add(ops.mul(x, x), ops.mul(other, other)))
+
+
+@register_decomposition("logical_xor")
+def logical_xor(ops: GraphOps, x: Node, other: Node) -> Node:
+    # (x != 0) != (y != 0)
+    return ops.ne(ops.ne(x, 0), ops.ne(other, 0))
+
+
+@register_decomposition("deg2rad")
+def deg2rad(ops: GraphOps, x: Node) -> Node:
+    return ops.mul(x, math.pi / 180)
+
+
+@register_decomposition("rad2deg")
+def rad2deg(ops: GraphOps, x: Node) -> Node:
+    return ops.mul(x, 180 / math.pi)
+
+
+# --- more activations --------------------------------------------------------------------
+@register_decomposition("softsign", upcast=True)
+def softsign(ops: GraphOps, x: Node) -> Node:
+    # x / (1 + |x|)
+    return ops.div(x, ops.add(ops.abs(x), 1))
+
+
+@register_decomposition("hardsigmoid", upcast=True)
+def hardsigmoid(ops: GraphOps, x: Node) -> Node:
+    # clamp(x/6 + 1/2, 0, 1)
+    return ops.clamp(ops.add(ops.div(x, 6), 0.5), 0, 1)
+
+
+@register_decomposition("hardswish", upcast=True)
+def hardswish(ops: GraphOps, x: Node) -> Node:
+    # x * clamp(x + 3, 0, 6) / 6
+    return ops.div(ops.mul(x, ops.clamp(ops.add(x, 3), 0, 6)), 6)
+
+
+@register_decomposition("mish", upcast=True)
+def mish(ops: GraphOps, x: Node) -> Node:
+    # x * tanh(softplus(x))
+    return ops.mul(x, ops.tanh(ops.softplus(x)))
+
+
+@register_decomposition("elu", upcast=True)
+def elu(ops: GraphOps, x: Node, alpha: float = 1.0) -> Node:
+    # x if x > 0 else alpha * (e^x - 1)
+    return ops.where(ops.gt(x, 0), x, ops.mul(ops.expm1(x), alpha))
+
+
+@register_decomposition("celu", upcast=True)
+def celu(ops: GraphOps, x: Node, alpha: float = 1.0) -> Node:
+    # x if x > 0 else alpha * (e^(x/alpha) - 1)
+    return ops.where(ops.gt(x, 0), x, ops.mul(ops.expm1(ops.div(x, alpha)), alpha))
+
+
+@register_decomposition("selu", upcast=True)
+def selu(ops: GraphOps, x: Node) -> Node:
+    # scale * elu(x, alpha) with the self-normalising constants of Klambauer et al. (2017)
+    alpha, scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+    return ops.mul(ops.elu(x, alpha), scale)

@@ -185,6 +185,12 @@ _COMPOSITES: dict[str, Callable[..., torch.Tensor]] = {
     "hardtanh": lambda x, min_val=-1.0, max_val=1.0: F.hardtanh(x, min_val, max_val),
     "addcmul": lambda x, a, b, value=1: torch.addcmul(x, a, b, value=value),
     "lerp": torch.lerp,
+    # pointwise ops with a known formula in primitives (decompose/pointwise.py)
+    "sinh": torch.sinh, "cosh": torch.cosh, "exp2": torch.exp2, "log2": torch.log2, "log10": torch.log10,
+    "frac": torch.frac, "hypot": torch.hypot, "logical_xor": torch.logical_xor,
+    "deg2rad": torch.deg2rad, "rad2deg": torch.rad2deg,
+    "softsign": F.softsign, "hardsigmoid": F.hardsigmoid, "hardswish": F.hardswish, "mish": F.mish,
+    "elu": lambda x, alpha=1.0: F.elu(x, alpha), "selu": F.selu, "celu": lambda x, alpha=1.0: F.celu(x, alpha),
 }
 for _name, _fn in _COMPOSITES.items():
     register(_name, "composite", _fn)

@@ -14,7 +14,9 @@ def _outputs(value) -> list[torch.Tensor]:
 
 def _close(actual: torch.Tensor, expected: torch.Tensor, what: str) -> None:
     assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype}, eager {expected.dtype}"
-    tol = {"rtol": 1e-4, "atol": 1e-5} if expected.dtype == torch.float32 else {}
+    # float32 sums may be reassociated; half types round each step (eager may keep float32 between)
+    tol = {torch.float32: {"rtol": 1e-4, "atol": 1e-5}, torch.float16: {"rtol": 1e-2, "atol": 1e-2},
+           torch.bfloat16: {"rtol": 5e-2, "atol": 5e-2}}.get(expected.dtype, {})
     torch.testing.assert_close(actual, expected, equal_nan=True, msg=lambda m: f"{what}: {m}", **tol)
 
 

@@ -61,15 +61,17 @@ def _layout(rng: random.Random, shape: list[int], dtype: torch.dtype) -> tuple[t
 def generate(seed: int, steps: int = 6) -> Program:
     rng = random.Random(seed)
     torch.manual_seed(seed)
-    dtype = rng.choice([torch.float32, torch.float32, torch.float64, torch.int64, torch.int32])
+    dtype = rng.choice([torch.float32, torch.float32, torch.float64, torch.float16, torch.bfloat16,
+                        torch.int64, torch.int32])
     floating = dtype.is_floating_point
     shape = [rng.choice([0, 1, 1, 2, 3, 5, 7]) for _ in range(rng.randint(0, 3))]
     inputs, names, shapes, lines = [], [], [], []
     for i in range(rng.randint(1, 3)):
-        tensor, _ = _layout(rng, shape, dtype)
+        own = _broadcast_partner(rng, shape) if i else list(shape)
+        tensor, _ = _layout(rng, own, dtype)
         inputs.append(tensor)
         names.append(f"x{i}")
-        shapes.append(list(shape))
+        shapes.append(own)
     for _step in range(steps):
         name = f"v{len(names)}"
         choice = rng.random()
@@ -106,7 +108,18 @@ def generate(seed: int, steps: int = 6) -> Program:
         shapes.append(new_shape)
     outputs = names[-1] if rng.random() < 0.7 else f"{names[-1]}, {names[len(inputs)]}"
     source = f"def program({', '.join(names[:len(inputs)])}):\n" + "\n".join(lines) + f"\n    return {outputs}\n"
-    return Program(seed, source, inputs, floating)
+    return Program(seed, source, inputs, dtype in (torch.float32, torch.float64))
+
+
+def _broadcast_partner(rng: random.Random, shape: list[int]) -> list[int]:
+    """`shape`, or a shape that broadcasts against it: leading dims dropped, or a dim of size 1."""
+    choice = rng.random()
+    if choice < 0.3 and shape:
+        return shape[rng.randint(1, len(shape)):]
+    if choice < 0.6 and shape:
+        dim = rng.randrange(len(shape))
+        return [1 if d == dim else s for d, s in enumerate(shape)]
+    return list(shape)
 
 
 def _broadcasts(a: list[int], b: list[int]) -> bool:
