@@ -16,7 +16,7 @@ find_python = $(firstword $(shell command -v python$(1) 2>/dev/null) \
 PYTHON312 ?= $(call find_python,3.12)
 PYTHON313 ?= $(call find_python,3.13)
 
-.PHONY: demo test lint unit notebooks bench clean lab
+.PHONY: demo test lint unit notebooks bench clean lab models-hf4
 .PRECIOUS: .venv3%/.installed  # made by a pattern rule, but kept: it is the environment
 
 $(VENV)/.installed: pyproject.toml
@@ -55,6 +55,16 @@ unit: $(VENV)/.installed extension/labextension/package.json
 capture-py3%: .venv3%/.installed
 	TRITON_INTERPRET=1 .venv3$*/bin/pytest tests/capture tests/test_symbolic_sizes.py
 	OMP_NUM_THREADS=$(if $(filter 12,$*),2,1) $(call run_notebooks,.venv3$*)
+
+# The Hugging Face model tests against the latest transformers 4 (the test venv has 5): `make models-hf4`
+.venv-hf4/.installed: pyproject.toml
+	$(PYTHON) -m venv .venv-hf4
+	.venv-hf4/bin/python -m pip install -q "$(TORCH_PIN)" "transformers>=4.57,<5" pytest hypothesis numpy
+	.venv-hf4/bin/python -m pip install -q --no-deps -e .
+	touch $@
+
+models-hf4: .venv-hf4/.installed
+	TRITON_INTERPRET=1 .venv-hf4/bin/pytest tests/models/test_transformers.py
 
 LABEXT_DIR := $(VENV)/share/jupyter/labextensions/minicompiler-jupyterlab
 
