@@ -6,6 +6,7 @@ inverse view; a matrix product's gradients are matrix products.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -28,12 +29,22 @@ def vjp_sum(ops: GraphOps, g: Node, y: Node, x: Node, dims: tuple[int, ...], kee
     return (ops.expand(_with_reduced_dims(ops, g, x, dims, keepdim), x.meta.shape),)
 
 
-@vjp("amax", "amin")  # g goes to the elements equal to the result, shared evenly among ties (as torch)
-def vjp_amax(ops: GraphOps, g: Node, y: Node, x: Node, dims: tuple[int, ...], keepdim: bool = False) -> Grads:
-    hits = ops.eq(x, _with_reduced_dims(ops, y, x, dims, keepdim))
-    count = ops.sum(ops.convert(hits, g.meta.dtype), dims, True)
-    share = ops.div(_with_reduced_dims(ops, g, x, dims, keepdim), count)
-    return (ops.where(hits, share, 0.0),)
+def _extremum_vjp(op: str) -> Callable[..., Grads]:
+    # g goes to the elements equal to the result, shared evenly among ties (as torch). The
+    # extremum is taken again from `x` rather than read from the forward's `y`: when `x` is
+    # recomputed in the backward (a fused cos(x), say), a kernel built with -ffast-math may round
+    # it differently from the forward's kernel, and `x == y` would then find no element at all.
+    def vjp_extremum(ops: GraphOps, g: Node, y: Node, x: Node, dims: tuple[int, ...], keepdim: bool = False) -> Grads:
+        hits = ops.eq(x, getattr(ops, op)(x, dims, True))
+        count = ops.sum(ops.convert(hits, g.meta.dtype), dims, True)
+        share = ops.div(_with_reduced_dims(ops, g, x, dims, keepdim), count)
+        return (ops.where(hits, share, 0.0),)
+
+    return vjp_extremum
+
+
+vjp("amax")(_extremum_vjp("amax"))
+vjp("amin")(_extremum_vjp("amin"))
 
 
 # --- views -----------------------------------------------------------------------------------
