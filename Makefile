@@ -16,7 +16,7 @@ find_python = $(firstword $(shell command -v python$(1) 2>/dev/null) \
 PYTHON312 ?= $(call find_python,3.12)
 PYTHON313 ?= $(call find_python,3.13)
 
-.PHONY: demo test lint unit notebooks bench clean lab models-hf4
+.PHONY: demo test lint unit notebooks bench clean lab browser-deps models-hf4
 .PRECIOUS: .venv3%/.installed  # made by a pattern rule, but kept: it is the environment
 
 $(VENV)/.installed: pyproject.toml
@@ -48,7 +48,7 @@ test: lint unit $(if $(SKIP_PY312),,capture-py312) $(if $(SKIP_PY313),,capture-p
 	$(if $(SKIP_PY312),@echo "make test: SKIP_PY312 is set: the capture tests and notebooks did not run on Python 3.12")
 	$(if $(SKIP_PY313),@echo "make test: SKIP_PY313 is set: the capture tests and notebooks did not run on Python 3.13")
 
-unit: $(VENV)/.installed extension/labextension/package.json
+unit: $(VENV)/.installed extension/labextension/package.json browser-deps
 	TRITON_INTERPRET=1 $(VENV)/bin/pytest tests
 
 # capture-py312, capture-py313 (never files: a pattern rule, which make does not try for .PHONY targets)
@@ -75,6 +75,14 @@ extension/labextension/package.json: $(wildcard extension/src/*.ts extension/sty
 	cd extension && npm install --no-audit --no-fund && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npm run build
 	# as `jupyter labextension develop` does: the venv's JupyterLab loads this build, rebuilt in place
 	mkdir -p $(dir $(LABEXT_DIR)) && rm -rf $(LABEXT_DIR) && ln -s $(CURDIR)/extension/labextension $(LABEXT_DIR)
+
+# Debian's Chromium for tests/browser (driven by the playwright package, never `playwright install`); where it cannot
+# be installed, those tests skip and say why.
+browser-deps:
+	@test -x /usr/bin/chromium || { command -v apt-get >/dev/null && \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo -n ) apt-get update -q && \
+		$$( [ "$$(id -u)" = 0 ] || echo sudo -n ) apt-get install -y -q chromium; } || \
+		echo "chromium could not be installed: tests/browser will be skipped"
 
 # JupyterLab on the course's notebooks, with the extension (installed by the venv's editable install or linked above)
 lab: $(VENV)/.installed extension/labextension/package.json
