@@ -69,11 +69,11 @@ models-hf4: .venv-hf4/.installed
 LABEXT_DIR := $(VENV)/share/jupyter/labextensions/minicompiler-jupyterlab
 
 # The JupyterLab extension (extension/): tsc -> lib/ (its node tests), then the labextension the wheel ships.
-# The venv only needs to exist (order-only): its editable install may have built the extension already.
+# The venv only needs to exist (order-only): its editable install may have built the extension already. The build is
+# then linked into the venv, as `jupyter labextension develop` does, so a browser reload shows a rebuilt extension.
 extension/labextension/package.json: $(wildcard extension/src/*.ts extension/style/*) extension/package.json \
 		| $(VENV)/.installed
 	cd extension && npm install --no-audit --no-fund && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" npm run build
-	# as `jupyter labextension develop` does: the venv's JupyterLab loads this build, rebuilt in place
 	mkdir -p $(dir $(LABEXT_DIR)) && rm -rf $(LABEXT_DIR) && ln -s $(CURDIR)/extension/labextension $(LABEXT_DIR)
 
 # Debian's Chromium for tests/browser (driven by the playwright package, never `playwright install`); where it cannot
