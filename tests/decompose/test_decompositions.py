@@ -112,6 +112,23 @@ CASES: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {
         case(T((4, 5)), T((4, 5)), 0.7),
         case(T((4, 5)), T((5,)), T((4, 5), 0, 1)),
     ],
+    "sinh": [case(T((4, 5))), case(T(()))],
+    "cosh": [case(T((4, 5))), case(T((7,), -10, 10))],
+    "exp2": [case(T((4, 5), -20, 20)), case(T(()))],
+    "log2": [case(T((4, 5), 1e-3, 100)), case(T((3,), -1, 1))],  # negative values: nan, as torch
+    "log10": [case(T((4, 5), 1e-3, 100))],
+    "frac": [case(T((4, 5), -10, 10)), case(T(()))],
+    "deg2rad": [case(T((4, 5), -360, 360))],
+    "rad2deg": [case(T((4, 5)))],
+    "hypot": [case(T((4, 5)), T((5,))), case(T((3, 1)), T((1, 4), 0, 0))],
+    "logical_xor": [case(T((4, 5)), T((5,))), case(T((3, 4), 0, 0), T((3, 4)))],
+    "softsign": [case(T((4, 5), -30, 30))],
+    "hardsigmoid": [case(T((4, 5), -5, 5))],
+    "hardswish": [case(T((4, 5), -5, 5)), case(T(()))],
+    "mish": [case(T((4, 5), -20, 20))],
+    "elu": [case(T((4, 5))), case(T((4, 5)), 0.5)],
+    "celu": [case(T((4, 5))), case(T((4, 5)), 2.0)],
+    "selu": [case(T((4, 5))), case(T((17,)))],
 }
 
 
@@ -128,7 +145,6 @@ def build(op: str, args: tuple[Any, ...], kwargs: dict[str, Any], dtype: torch.d
     args, kwargs = map_structure(to_input, args), map_structure(to_input, kwargs)
     graph.output(graph.call(op, *args, source=SOURCE, **kwargs))
     return graph, inputs
-
 
 
 COMPOSITES = sorted(name for name, op in OPS.items() if op.kind == "composite")
