@@ -11,7 +11,8 @@ TORCH_PIN ?= torch==2.13.0
 # Each is found as: the variable if set (make PYTHON312=/path/to/python3.12), else python3.12 on PATH, else
 # pyenv's newest 3.12.x. A missing one stops `make test` with instructions; SKIP_PY312=1 (or SKIP_PY313=1)
 # skips those runs on purpose (CI sets neither: there they always run).
-find_python = $(firstword $(shell command -v python$(1) 2>/dev/null) \
+# (A python3.1x on PATH counts only if it runs: pyenv's shims exist for versions that are not selected, and fail.)
+find_python = $(firstword $(shell python$(1) -c 'import sys; print(sys.executable)' 2>/dev/null) \
 	$(lastword $(sort $(wildcard $(HOME)/.pyenv/versions/$(1).*/bin/python$(1)))) python$(1))
 PYTHON312 ?= $(call find_python,3.12)
 PYTHON313 ?= $(call find_python,3.13)
