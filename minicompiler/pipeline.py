@@ -30,6 +30,7 @@ import torch
 
 from minicompiler.autocast import AutocastError, apply_autocast, autocast_state
 from minicompiler.autograd import JointGraph, NotDifferentiable, SavedTensor, differentiate, make_trainable, partition
+from minicompiler.autograd.partition import recomputed_checkpoints
 from minicompiler.codegen import CodegenError, CompiledModule, generate
 from minicompiler.decompose import decompose
 from minicompiler.fuse import fuse
@@ -144,6 +145,8 @@ class CompiledGraph:
                 self.artifacts["simplify"], self.requires_grad))
             forward, backward, saved = partition(joint, "min_cut")
             record.text = f"saved for backward: {', '.join(s.name for s in saved) or 'nothing'}"
+            if recomputed := recomputed_checkpoints(backward):  # torch.utils.checkpoint regions
+                record.text += f"\nrecomputed in the backward (checkpointed): {', '.join(recomputed)}"
             self._record_autograd(joint, forward, backward, saved)
             run_forward = self._lower(simplify(forward), " (forward)", fallback=False)
             run_backward = self._lower(simplify(backward), " (backward)", fallback=False)

@@ -11,6 +11,10 @@ between the two calls. Which values to save is a memory/compute trade-off:
   min_cut   save fewer bytes, recomputing cheap pointwise/view ops in the backward instead
             (torch's `min_cut_rematerialization_partition`, in spirit): a minimum cut in the
             data-flow graph, where cutting a value means saving it and costs its size.
+
+Activation checkpointing (`torch.utils.checkpoint` in the user's code; capture tags the nodes
+of each region) is a promise to recompute: min_cut never saves a value inside a checkpointed
+region, only what the region reads and what code after it reads from it (as eager does).
 """
 
 from __future__ import annotations
@@ -24,9 +28,12 @@ import torch
 
 from minicompiler.autograd.joint import JointGraph
 from minicompiler.autograd.maxflow import Capacities, min_cut
+from minicompiler.autograd.shape_rules import RANDOM_FUNCTIONS
 from minicompiler.autograd.subgraph import ancestors, extract
 from minicompiler.ir import OPS, Graph, Node
 from minicompiler.ir.symbolic import size_hint
+
+CHECKPOINT = "checkpoint"  # node.tags[CHECKPOINT]: the checkpointed region (capture/checkpoint.py) it is in
 
 Strategy = Literal["save_all", "min_cut"]
 
@@ -86,10 +93,13 @@ def save_min_cut(joint: JointGraph) -> list[Node]:
     is_candidate = set(candidates)
     users = joint.graph.users()
     gradients = set(joint.gradients)
+    recompute = must_recompute(joint, users, after_tangents)
     capacities: Capacities = {}
     for node in candidates:
-        capacities.setdefault((node, "in"), {})[(node, "out")] = _nbytes(node)
-        if node.op == "placeholder" or (node in forward and OPS[node.op].kind not in ("pointwise", "view")):
+        # a value that must be recomputed cannot be cut (saved), and is not bound to the forward
+        capacities.setdefault((node, "in"), {})[(node, "out")] = math.inf if node in recompute else _nbytes(node)
+        if node.op == "placeholder" or (node in forward and node not in recompute
+                                        and OPS[node.op].kind not in ("pointwise", "view")):
             capacities.setdefault("source", {})[(node, "in")] = math.inf
         out_edges = capacities.setdefault((node, "out"), {})
         if node in gradients or any(user in after_tangents for user in users[node]):
@@ -99,6 +109,27 @@ def save_min_cut(joint: JointGraph) -> list[Node]:
                 out_edges[(user, "in")] = math.inf
     source_side = min_cut(capacities, "source", "sink", nearest="sink")
     return [n for n in candidates if (n, "in") in source_side and (n, "out") not in source_side]
+
+
+def must_recompute(joint: JointGraph, users: dict[Node, list[Node]], after_tangents: set[Node]) -> set[Node]:
+    """The checkpointed values inside their region: every forward reader is in the same region.
+    A random draw is kept out: recomputing it would draw new numbers (torch restores the RNG
+    state for that; saving the draw gives the same values)."""
+    recompute = set()
+    outputs = set(joint.forward_outputs)
+    for node in joint.graph.compute_nodes():
+        region = node.tags.get(CHECKPOINT)
+        if region is None or node in outputs or (node.op == "torch_call" and node.args[0] in RANDOM_FUNCTIONS):
+            continue
+        readers = [u for u in users[node] if u not in after_tangents]
+        if all(u.tags.get(CHECKPOINT) == region for u in readers):
+            recompute.add(node)
+    return recompute
+
+
+def recomputed_checkpoints(backward: Graph) -> list[str]:
+    """The backward's nodes that run a checkpointed region's forward again (for the report)."""
+    return [node.name for node in backward.compute_nodes() if CHECKPOINT in node.tags]
 
 
 PARTITIONERS: dict[str, Callable[[JointGraph], list[Node]]] = {"save_all": save_all, "min_cut": save_min_cut}

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from minicompiler.capture.checkpoint import checkpoint
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.grad_mode import GradModeVariable
 from minicompiler.capture.operators import binary_op, fold
@@ -240,6 +241,9 @@ def _no_grad(tx: Tracer) -> Variable:
 @handles(torch.enable_grad)
 def _enable_grad(tx: Tracer) -> Variable:
     return GradModeVariable(enabled=True)
+
+
+handles(torch.utils.checkpoint.checkpoint)(checkpoint)  # inlined, its region recomputed in the backward
 
 
 @handles(builtins.iter)
