@@ -446,7 +446,8 @@ def compile(
     disable: bool = False,
 ) -> Any:
     """Compile a function (-> CompiledFunction) or nn.Module (-> CompiledModule, an nn.Module
-    like torch.compile's OptimizedModule: see compiled_module.py). Works as `compile(fn)`,
+    like torch.compile's OptimizedModule: see compiled_module.py). An optimizer's bound `opt.step`
+    gets a CompiledOptimizerStep (optim.py): Adam, AdamW and SGD updates as fused kernels. Works as `compile(fn)`,
     `@compile` and `@compile(backend=...)`.
     The parameters are torch.compile's:
 
@@ -471,11 +472,21 @@ def compile(
     if not callable(fn):  # at once, not at the first call (torch.compile asserts the same)
         raise TypeError(f"minicompiler.compile expects a function or nn.Module, but got {type(fn).__name__!r}: "
                         f"{fn!r:.80}")
+    if _is_optimizer_step(fn):  # compile(opt.step): the update as a few fused kernels (optim.py)
+        from minicompiler.optim import compile_optimizer  # optim.py is built on this module
+
+        return compile_optimizer(fn.__self__, backend=backend, mode=mode, dynamic=dynamic, fullgraph=fullgraph,
+                                 options=options)
     if isinstance(fn, torch.nn.Module):  # a module gets a module: parameters(), train(), state_dict()...
         inner = fn.module if isinstance(fn, torch.nn.parallel.DistributedDataParallel) else fn
         # its bound `forward`: the wrapper runs the module's hooks (capture would refuse them)
         return CompiledModule(fn, CompiledFunction(inner.forward, backend, mode, dynamic, fullgraph, options))
     return CompiledFunction(fn, backend, mode, dynamic, fullgraph, options)
+
+
+def _is_optimizer_step(fn: Callable) -> bool:
+    """`opt.step`, bound to a torch.optim.Optimizer."""
+    return inspect.ismethod(fn) and isinstance(fn.__self__, torch.optim.Optimizer) and fn.__name__ == "step"
 
 
 def _switches(mode: str, options: dict[str, Any]) -> tuple[bool, bool]:

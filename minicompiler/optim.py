@@ -18,6 +18,7 @@ graph: changing the learning rate (a scheduler) recompiles.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -60,19 +61,30 @@ def sgd_update(params: Tensors, grads: Tensors, buffers: Tensors, lr: float, mom
         p.sub_(lr * g)
 
 
+def _unwritten(group: dict[str, Any]) -> str | None:
+    """Why this param group's settings are not written here, if they are not."""
+    unsupported = [k for k in ("amsgrad", "maximize", "differentiable", "capturable") if group.get(k)]
+    if unsupported or isinstance(group["lr"], torch.Tensor):
+        return f"{', '.join(unsupported) or 'a tensor lr'} is not written"
+    return None
+
+
 def _detached(params: Tensors) -> Tensors:
     """The same storage, updated in place without autograd's check on leaves that require grad."""
     return [p.detach() for p in params]
 
 
 class CompiledOptimizerStep:
-    """`step()` runs `optimizer`'s update through the compiled functional form above."""
+    """`step()` runs `optimizer`'s update through the compiled functional form above. What is not
+    written here (another optimizer, amsgrad, a tensor lr...) runs torch's own step, with a warning
+    that says why (`.fallback`)."""
 
     def __init__(self, optimizer: torch.optim.Optimizer, **options: Any) -> None:
         self.optimizer = optimizer
         kind = type(optimizer)
-        if kind not in (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD):
-            raise NotImplementedError(f"compiled step for {kind.__name__}: only Adam, AdamW and SGD are written")
+        self.fallback: str | None = None  # why the last step ran torch's own step (warned once per reason)
+        self._unwritten_kind = None if kind in (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD) else (
+            f"{kind.__name__}: only Adam, AdamW and SGD updates are written")
         update = sgd_update if kind is torch.optim.SGD else adam_update
         self.update = compile_function(update, **options)
 
@@ -81,18 +93,29 @@ class CompiledOptimizerStep:
         """The compiled update's CompileReport (its graphs and kernels), after the first step."""
         return self.update.report
 
+    def __call__(self, closure: Callable[[], Any] | None = None) -> Any:
+        """As `Optimizer.step`: `closure` (re-evaluating the loss) runs first, with gradients on."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        self._step()
+        return loss
+
     @torch.no_grad()
-    def __call__(self) -> None:
+    def _step(self) -> None:
+        reason = self._unwritten_kind or next(filter(None, map(_unwritten, self.optimizer.param_groups)), None)
+        if reason is not None:
+            if reason != self.fallback:
+                warnings.warn(f"compiled optimizer step runs torch's own step: {reason}", stacklevel=3)
+            self.fallback = reason
+            self.optimizer.step()
+            return
+        self.fallback = None
         for group in self.optimizer.param_groups:
-            self._check(group)
             params = [p for p in group["params"] if p.grad is not None]
             if params:
                 self._step_group(group, params)
-
-    def _check(self, group: dict[str, Any]) -> None:
-        unsupported = [k for k in ("amsgrad", "maximize", "differentiable", "capturable") if group.get(k)]
-        if unsupported or isinstance(group["lr"], torch.Tensor):
-            raise NotImplementedError(f"compiled step: {', '.join(unsupported) or 'a tensor lr'} is not written")
 
     def _step_group(self, group: dict[str, Any], params: Tensors) -> None:
         grads = [p.grad for p in params]
@@ -121,6 +144,7 @@ class CompiledOptimizerStep:
                     group["weight_decay"], group["nesterov"], first_step)
 
 
-def compile_optimizer(optimizer: torch.optim.Optimizer, **options: Any) -> Callable[[], None]:
-    """A `step()` for `optimizer` whose updates run as compiled kernels (options as for `compile`)."""
+def compile_optimizer(optimizer: torch.optim.Optimizer, **options: Any) -> CompiledOptimizerStep:
+    """A `step()` for `optimizer` whose updates run as compiled kernels (options as for `compile`);
+    `minicompiler.compile(optimizer.step)` returns the same."""
     return CompiledOptimizerStep(optimizer, **options)

@@ -17,6 +17,7 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+import torch
 from torch import nn
 
 from minicompiler.capture.builtins import call_builtin
@@ -30,6 +31,7 @@ from minicompiler.capture.variables import (
     CellVariable,
     ConstantVariable,
     DictVariable,
+    MethodVariable,
     TupleVariable,
     Variable,
 )
@@ -148,6 +150,16 @@ class BuiltinVariable(Variable):
         return call_builtin(tx, self.fn, args, kwargs)
 
 
+class OptimizerStepVariable(MethodVariable):
+    """`opt.step` inside a captured function: a graph break with the reason and the way out (the
+    break runs the real `opt.step`, rebuilt as an attribute of `opt`)."""
+
+    def call(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        raise Unsupported(f"{self.obj.describe()}.step() runs torch's own step at a graph break (its "
+                          "bookkeeping is not captured); for fused update kernels, step with "
+                          "minicompiler.compile(opt.step) outside the compiled function")
+
+
 class ObjectVariable(Variable):
     """An object known at capture time; reading its attributes reads the real ones."""
 
@@ -167,6 +179,8 @@ class ObjectVariable(Variable):
     def getattr(self, tx: Tracer, name: str) -> Variable:
         if isinstance(self.value, _READ_ONLY_MAPPINGS) and name in _PURE_CONTAINER_METHODS:
             return PureMethodVariable(getattr(type(self.value), name), self)  # os.environ.get(...)
+        if isinstance(self.value, torch.optim.Optimizer) and name == "step":
+            return OptimizerStepVariable(self, "step")
         written = tx.state.attribute_writes.lookup(self.value, name)
         if written is not None:  # assigned earlier in this capture (replayed after the graph)
             return written
