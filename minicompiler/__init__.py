@@ -6,6 +6,7 @@
 
     minicompiler.explain(fn)(*args)           # graphs, graph breaks, ops and guards (like torch._dynamo.explain)
     minicompiler.set_logs(graph_breaks=True)  # or MINICOMPILER_LOGS=graph_breaks,recompiles,guards,graph,output_code
+    with minicompiler.fail_on_recompile(): ... # a recompile raises RecompileError (torch's "fail_on_recompile" stance)
     torch.compile(fn, backend=minicompiler.backend)   # TorchDynamo's capture, minicompiler's compiler
     torch.compile(fn, backend="minicompiler")         # the same, by name (after pip install)
 """
@@ -15,6 +16,7 @@ from minicompiler.compiled_module import CompiledModule
 from minicompiler.dynamo_backend import backend, list_backends
 from minicompiler.explain import ExplainOutput, explain
 from minicompiler.logs import set_logs
+from minicompiler.recompiles import RecompileError, fail_on_recompile
 from minicompiler.report import CompileReport
 
 
@@ -26,6 +28,6 @@ def load_ipython_extension(ipython) -> None:  # noqa: ANN001 - IPython's own typ
 
 
 __all__ = [
-    "CompileReport", "CompiledFunction", "CompiledModule", "ExplainOutput", "GraphBreakError", "backend", "compile",
-    "explain", "list_backends", "load_ipython_extension", "set_logs",
+    "CompileReport", "CompiledFunction", "CompiledModule", "ExplainOutput", "GraphBreakError", "RecompileError",
+    "backend", "compile", "explain", "fail_on_recompile", "list_backends", "load_ipython_extension", "set_logs",
 ]

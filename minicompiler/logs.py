@@ -11,7 +11,8 @@ with its name as a prefix on every line, as TORCH_LOGS does:
     [minicompiler.recompiles]     - guard failed: x.shape[0] == 8 (x)
 
 The compiler calls `emit_compilation(report)` once per finished compilation; everything logged
-is read from that CompileReport, so the logs say exactly what the report says.
+is read from that CompileReport, so the logs say exactly what the report says. It is also where
+`fail_on_recompile()` (recompiles.py) checks each compilation, after logging it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import os
 import sys
 import warnings
 
+from minicompiler import recompiles
 from minicompiler.report import CompileReport, GraphReport, StageRecord
 
 TOPICS = ("graph_breaks", "recompiles", "guards", "graph", "output_code")
@@ -91,10 +93,12 @@ def enabled_topics() -> list[str]:
 
 # --- what each topic says about one compilation --------------------------------------------
 def emit_compilation(report: CompileReport) -> None:
-    """Log, for one finished compilation, every topic that is enabled."""
+    """Log, for one finished compilation, every topic that is enabled; then raise RecompileError
+    if it is a recompile inside `fail_on_recompile()`."""
     for topic in enabled_topics():
         for message in _MESSAGES[topic](report):
             _logger(topic).info(message)
+    recompiles.check(report)
 
 
 def _graph_title(report: CompileReport, index: int) -> str:
