@@ -115,22 +115,23 @@ class CompiledFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.runs_eagerly is not None:
             return self.fn(*args, **kwargs)
-        entry = first_passing(self.cache, args, kwargs)
+        entry, inputs = first_passing(self.cache, args, kwargs)  # inputs: fetched by the guard function
         if entry is None or entry.captured.dynamic_inputs:
             with self._compile_lock:
                 entry, report = self._entry_for(args, kwargs)
+            inputs = None
         else:
             report = None
         if entry is None:
             if report is not None:
                 logs.emit_compilation(report)
             return self.fn(*args, **kwargs)
-        return self._run_segments(entry, args, kwargs, report)
+        return self._run_segments(entry, args, kwargs, report, inputs)
 
     def _entry_for(self, args: tuple, kwargs: dict) -> tuple[CacheEntry | None, CompileReport | None]:
         """The entry that runs this call, compiled if none passes (called under the compile lock);
         with this call's new report, if it compiled one. No entry: run the call eagerly."""
-        entry = first_passing(self.cache, args, kwargs)  # again: another thread may have added it
+        entry, _ = first_passing(self.cache, args, kwargs)  # again: another thread may have added it
         if entry is not None:
             entry, report = self._for_sizes(entry, args, kwargs)
             return entry, report if entry is not None else self.reports[-1]
@@ -211,11 +212,14 @@ class CompiledFunction:
             )
             self._warned_cache_limit = True
 
-    def _run_segments(self, entry: CacheEntry, args: tuple, kwargs: dict, report: CompileReport | None) -> Any:
+    def _run_segments(self, entry: CacheEntry, args: tuple, kwargs: dict, report: CompileReport | None,
+                      inputs: list[torch.Tensor] | None = None) -> Any:
         """Run `entry`'s graph; at each graph break, run the breaking instruction for real on the
-        rebuilt frame and go on with the next segment. `report` is this call's new report, if any."""
+        rebuilt frame and go on with the next segment. `report` is this call's new report, if any;
+        `inputs` the first graph's inputs, if the guard check fetched them already."""
         while True:
-            outputs = self._run(entry, args, kwargs)
+            outputs = self._run(entry, args, kwargs, inputs)
+            inputs = None
             point = entry.captured.resume
             if point is None:
                 if report is not None:  # this call compiled something: its code exists now, log it
@@ -258,8 +262,9 @@ class CompiledFunction:
         entries.append(entry)
         return entry, report
 
-    def _run(self, entry: CacheEntry, args: tuple, kwargs: dict) -> Any:
-        inputs = entry.captured.fetch_inputs(args, kwargs)
+    def _run(self, entry: CacheEntry, args: tuple, kwargs: dict, inputs: list[torch.Tensor] | None = None) -> Any:
+        if inputs is None:
+            inputs = entry.captured.fetch_inputs(args, kwargs)
         outputs = entry.compiled.run(inputs)  # the training program when an input needs a gradient
         outputs, new_values = entry.captured.split_mutations(outputs)
         _write_back(inputs, entry.captured.mutated_inputs, new_values)

@@ -3,6 +3,8 @@
 An entry runs a call when all its guards pass and, for a graph with symbolic sizes, all its
 size guards pass for the call's sizes too (see ir/symbolic.py). Generating a program an entry
 has not needed before may decide more about sizes, so the size guards are read again after it.
+An entry's guards are checked by one generated function that also fetches the graph's inputs
+(guard_code.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import torch
 from minicompiler.capture import CaptureResult, Guard, first_failing_guard
 from minicompiler.pipeline import CompiledGraph
 from minicompiler.report import CompileReport
+from minicompiler.runtime.guard_code import CheckAndFetch, guard_function
 
 
 @dataclass
@@ -32,6 +35,12 @@ class CacheEntry:
     # With symbolic sizes: why a program this entry needed later could not be generated (every
     # call then compiles for its own sizes)
     symbolic_failure: str | None = None
+    # The guards as one generated function: None if one fails, else the graph's inputs
+    check_and_fetch: CheckAndFetch = field(init=False, repr=False)
+    check_source: str = field(init=False, repr=False)  # its text, for reading
+
+    def __post_init__(self) -> None:
+        self.check_and_fetch, self.check_source = guard_function(self.guards, self.captured.input_sources)
 
 
 def failed_size_guard(entry: CacheEntry, args: tuple, kwargs: dict) -> str | None:
@@ -69,15 +78,19 @@ def first_runnable(entries: list[CacheEntry], args: tuple) -> CacheEntry | None:
 
 def why_not_runnable(entry: CacheEntry, args: tuple) -> Guard | str | None:
     """The guard (or, as text, the size guard) that keeps a segment entry from running a frame."""
-    failed = first_failing_guard(entry.guards, args, {})
+    passes = entry.check_and_fetch(args, {}) is not None  # the fast answer; which guard, only on a miss
+    failed = None if passes else first_failing_guard(entry.guards, args, {})
     if failed is None and entry.captured.sizes is not None:
         return failed_size_guard(entry, args, {})
     return failed
 
 
-def first_passing(entries: list[CacheEntry], args: tuple, kwargs: dict) -> CacheEntry | None:
-    """The first entry whose guards pass (its size guards are checked by the caller)."""
+def first_passing(entries: list[CacheEntry], args: tuple,
+                  kwargs: dict) -> tuple[CacheEntry, list[torch.Tensor]] | tuple[None, None]:
+    """The first entry whose guards pass, with its graph's inputs for this call (its size guards
+    are checked by the caller); (None, None) when none passes."""
     for entry in entries:
-        if first_failing_guard(entry.guards, args, kwargs) is None:
-            return entry
-    return None
+        inputs = entry.check_and_fetch(args, kwargs)
+        if inputs is not None:
+            return entry, inputs
+    return None, None

@@ -1,0 +1,78 @@
+"""The generated guard function of a cache entry (runtime/guard_code.py): it passes exactly when
+every guard passes, and hands back the graph's inputs, the same tensors the sources read."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import minicompiler
+from minicompiler.capture import first_failing_guard
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(6, 5), nn.BatchNorm1d(5), nn.ReLU(), nn.Linear(5, 3))
+        self.scale = 2.0
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        y = self.layers(x) * self.scale
+        return y if mask is None else y.masked_fill(mask, 0.0)
+
+
+def _entry(compiled: minicompiler.CompiledModule):  # the CompiledFunction's one entry
+    (entry,) = compiled._compiled.cache
+    return entry
+
+
+def test_passes_and_fetches_the_inputs_the_sources_read() -> None:
+    model = Net().eval()
+    compiled = minicompiler.compile(model, backend="eager")
+    x = torch.randn(4, 6)
+    compiled(x)
+    entry = _entry(compiled)
+    args = (x,)
+    inputs = entry.check_and_fetch(args, {})
+    expected = entry.captured.fetch_inputs(args, {})
+    assert inputs is not None and len(inputs) == len(expected)
+    assert all(a is b for a, b in zip(inputs, expected, strict=True))
+    assert "def check_and_fetch" in entry.check_source and "self.training == False" in entry.check_source
+
+
+def test_fails_exactly_when_a_guard_fails() -> None:
+    x = torch.randn(4, 6)
+    changes = [
+        ((torch.randn(5, 6),), lambda model: None),  # another shape
+        ((x.double(),), lambda model: None),  # another dtype
+        ((x,), lambda model: setattr(model, "scale", 3.0)),  # a constant the graph baked in
+        ((x,), lambda model: model.train()),  # training flags
+        ((x,), lambda model: setattr(model.layers, "3", nn.Linear(5, 3))),  # another module object
+        ((x, torch.ones(4, 3, dtype=torch.bool)), lambda model: None),  # an argument more
+        ((), lambda model: None),  # an argument missing: the fetch itself fails
+    ]
+    for args, change in changes:
+        model = Net().eval()
+        compiled = minicompiler.compile(model, backend="eager")
+        compiled(x)
+        entry = _entry(compiled)
+        assert entry.check_and_fetch((x,), {}) is not None
+        change(model)
+        assert first_failing_guard(entry.guards, args, {}) is not None
+        assert entry.check_and_fetch(args, {}) is None
+
+
+def test_compiled_results_follow_changes_after_the_fast_path() -> None:
+    """Calls that take the generated check keep matching eager as things change under them."""
+    torch.manual_seed(0)
+    model = Net().eval()
+    compiled = minicompiler.compile(model)
+    x = torch.randn(4, 6)
+    torch.testing.assert_close(compiled(x), model(x))
+    with torch.no_grad():
+        model.layers[0].weight.mul_(2)  # an in-place update: the fetched input sees it
+    torch.testing.assert_close(compiled(x), model(x))
+    model.scale = 3.0  # a guard fails: recompiled, not stale
+    torch.testing.assert_close(compiled(x), model(x))
+    y = torch.randn(7, 6)
+    torch.testing.assert_close(compiled(y), model(y))
