@@ -56,3 +56,18 @@ def test_the_renderer_unit_test_passes_on_a_python_report(report: CompileReport,
                             env={**os.environ, "MC_REPORT_JSON": str(path)}, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "# pass 9" in result.stdout and "# fail 0" in result.stdout
+
+
+@pytest.mark.skipif(not (EXTENSION / "labextension" / "package.json").exists(), reason=BUILD_FIRST)
+def test_the_installed_jupyterlab_accepts_the_built_labextension(tmp_path: Path) -> None:
+    # JupyterLab compares the extension's declared @jupyterlab/* ranges with its own: a range that excludes the
+    # installed JupyterLab (e.g. ~4.5 against 4.6) makes `jupyter labextension list` mark it "X" (incompatible).
+    pytest.importorskip("jupyterlab")
+    shutil.copytree(EXTENSION / "labextension", tmp_path / "labextensions" / "minicompiler-jupyterlab")
+    shutil.copy(EXTENSION / "install.json", tmp_path / "labextensions" / "minicompiler-jupyterlab")
+    listing = subprocess.run([sys.executable, "-m", "jupyterlab.labextensions", "list"], capture_output=True,
+                             text=True, timeout=120, env={**os.environ, "JUPYTER_PATH": str(tmp_path)})
+    output = listing.stdout + listing.stderr
+    (line,) = [row for row in output.splitlines() if "minicompiler-jupyterlab v" in row]
+    assert "enabled" in line and "OK" in line, output
+    assert "not compatible" not in output, output
