@@ -36,6 +36,7 @@ from minicompiler.decompose import decompose
 from minicompiler.fuse import fuse
 from minicompiler.ir import Graph, graph_to_python, run_graph
 from minicompiler.ir.symbolic import size_code
+from minicompiler.layout import assign_layouts, follow_saved_layouts
 from minicompiler.replace import PASSES as REPLACE_PASSES
 from minicompiler.report import GraphReport, StageRecord
 from minicompiler.reporting import describe_fusion, describe_kernels, describe_schedule, node_lines
@@ -148,8 +149,10 @@ class CompiledGraph:
             if recomputed := recomputed_checkpoints(backward):  # torch.utils.checkpoint regions
                 record.text += f"\nrecomputed in the backward (checkpointed): {', '.join(recomputed)}"
             self._record_autograd(joint, forward, backward, saved)
-            run_forward = self._lower(simplify(forward), " (forward)", fallback=False)
-            run_backward = self._lower(simplify(backward), " (backward)", fallback=False)
+            forward, backward = simplify(forward), simplify(backward)
+            run_forward = self._lower(forward, " (forward)", fallback=False)
+            follow_saved_layouts(forward, backward, len(saved))  # saved tensors arrive as the forward laid them out
+            run_backward = self._lower(backward, " (backward)", fallback=False)
         except (NotDifferentiable, CodegenError) as error:
             if self.strict and isinstance(error, CodegenError):
                 raise
@@ -165,6 +168,10 @@ class CompiledGraph:
         """fuse + generate (+ autotune); None (and the reason in the report) if codegen fails and
         may fall back."""
         report = self.report
+        start = time.perf_counter()
+        if notes := assign_layouts(graph):  # channels-last kept where torch keeps it; a step only if any
+            report.stages.append(StageRecord("layout" + stage_suffix, time.perf_counter() - start, "\n".join(notes),
+                                             language="text"))
         schedule, record = _timed(report, "fuse" + stage_suffix, lambda: fuse(graph))
         record.text, record.language = describe_schedule(schedule), "text"
         report.fusion += describe_fusion(schedule)

@@ -33,6 +33,7 @@ from minicompiler.fuse.schedule import ExternCall, Kernel, Schedule
 from minicompiler.ir.graph import Node
 from minicompiler.ir.printer import format_value
 from minicompiler.ir.symbolic import SymSize, size_code, symbol_of
+from minicompiler.layout import is_channels_last
 
 # Extern ops whose result is always a fresh contiguous tensor. Any other extern (cat,
 # torch_call) may hand back another layout, while kernels read it as contiguous.
@@ -105,7 +106,9 @@ def wrapper_source(schedule: Schedule, launch: Launch, dynamic: bool = False) ->
         else:
             call = f"ops.{node.op}({w.call_args(node.args, node.kwargs)})"
         if isinstance(step, ExternCall) and node.op not in CONTIGUOUS_EXTERNS:
-            call += ".contiguous()"  # kernels read extern results as contiguous
+            # kernels read an extern's result in the layout its meta says (layout.py): a no-op when it is
+            layout = "memory_format=torch.channels_last" if is_channels_last(node) else ""
+            call += f".contiguous({layout})"
         lines.append(f"    {w.names[node]} = {call}")
     lines.append(f"    return {w.format(schedule.graph.outputs)}")
     return "\n".join(lines) + "\n", w.constants
