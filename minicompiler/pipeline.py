@@ -40,6 +40,7 @@ from minicompiler.layout import assign_layouts, follow_saved_layouts
 from minicompiler.replace import PASSES as REPLACE_PASSES
 from minicompiler.report import GraphReport, StageRecord
 from minicompiler.reporting import describe_fusion, describe_kernels, describe_schedule, node_lines
+from minicompiler.runtime import progress
 from minicompiler.runtime.autotune import AutotunedModule
 from minicompiler.runtime.cuda_graphs import CUDAGraphRunner
 from minicompiler.simplify import simplify, simplify_with_log
@@ -87,10 +88,12 @@ class CompiledGraph:
             return self._autocast_program(region, inputs)
         if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
             if self._training is None:
-                self._training = self._compile_training()
+                with progress.compiling(self.graph, "differentiating and generating code for"):
+                    self._training = self._compile_training()
             return self._training
         if self._inference is None:
-            self._inference = self._compile_inference()
+            with progress.compiling(self.graph, "generating code for"):
+                self._inference = self._compile_inference()
         return self._inference
 
     def has_program(self, training: bool) -> bool:
@@ -221,6 +224,7 @@ def _timed(report: GraphReport, name: str, step: Callable[[], Any]) -> tuple[Any
     result = step()
     record = StageRecord(name, time.perf_counter() - start)
     report.stages.append(record)
+    progress.stage(name)  # a large graph's progress bar, if one is up
     return result, record
 
 

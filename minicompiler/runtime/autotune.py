@@ -8,7 +8,7 @@ from a CUDA graph, median of a few rounds) and the fastest config is kept. Block
 constexpr launch arguments, so only the wrapper's launch lines change; each new block size costs
 one more Triton JIT compile, which is why max-autotune compiles longer. The trial runs happen
 inside `torch.random.fork_rng`, so they do not shift what a later dropout draws. C++ kernels
-have no launch parameters to tune.
+have no launch parameters to tune. A progress bar counts the trials (runtime/progress.py).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from minicompiler.bench.timing import device_seconds
 from minicompiler.codegen import CompiledModule, generate
 from minicompiler.codegen.triton import candidate_configs
 from minicompiler.fuse.schedule import Schedule
+from minicompiler.runtime import progress
 
 Configs = dict[str, dict[str, int]]
 OnTuned = Callable[[CompiledModule, list[str], float], None]  # (module, notes, seconds spent)
@@ -52,19 +53,23 @@ def tune(schedule: Schedule, dynamic: bool, inputs: list[torch.Tensor]) -> tuple
     best = generate(schedule, "triton", dynamic, configs)
     best_seconds = program_seconds(best, inputs)
     notes = []
-    for kernel in schedule.kernels:
-        candidates = candidate_configs(kernel, dynamic)
-        default_seconds = best_seconds
-        for candidate in candidates[1:]:
-            trial = {**configs, kernel.name: candidate}
-            module = generate(schedule, "triton", dynamic, trial)
-            seconds = program_seconds(module, inputs)
-            if seconds < best_seconds:
-                configs, best, best_seconds = trial, module, seconds
-        chosen = configs.get(kernel.name, candidates[0])
-        notes.append(f"{kernel.name}: {_format(chosen)} of {len(candidates)} tried "
-                     f"(default {_format(candidates[0])}); program {best_seconds * 1e3:.4f} ms, "
-                     f"was {default_seconds * 1e3:.4f} ms")
+    trials = sum(len(candidate_configs(kernel, dynamic)) - 1 for kernel in schedule.kernels)
+    with progress.bar("minicompiler max-autotune: timing launch configs", total=trials) as shown:
+        for kernel in schedule.kernels:
+            candidates = candidate_configs(kernel, dynamic)
+            default_seconds = best_seconds
+            for candidate in candidates[1:]:
+                trial = {**configs, kernel.name: candidate}
+                module = generate(schedule, "triton", dynamic, trial)
+                seconds = program_seconds(module, inputs)
+                if seconds < best_seconds:
+                    configs, best, best_seconds = trial, module, seconds
+                if shown is not None:
+                    shown.step(f"{kernel.name} {_format(candidate)}")
+            chosen = configs.get(kernel.name, candidates[0])
+            notes.append(f"{kernel.name}: {_format(chosen)} of {len(candidates)} tried "
+                         f"(default {_format(candidates[0])}); program {best_seconds * 1e3:.4f} ms, "
+                         f"was {default_seconds * 1e3:.4f} ms")
     return best, notes
 
 
