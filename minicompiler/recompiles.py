@@ -1,13 +1,14 @@
-"""`minicompiler.fail_on_recompile()`: a recompile becomes an error (the `fail_on_recompile` stance).
+"""`minicompiler.fail_on_recompile()`: inside it, a recompile is an error, not a silent slowdown.
 
     with minicompiler.fail_on_recompile():
         for batch in loader:            # after warm-up: nothing here should compile again
             loss = compiled(batch)      # RecompileError names the guard that failed
 
-torch.compile has the same switch as `torch.compiler.set_stance("fail_on_recompile")` (and the
-older `torch._dynamo.config.error_on_recompile = True`). A recompile is silent by default: the
-program still runs, only slower, because every new compilation costs a capture and a build. In a
-loop that should be warm, that is a bug to find, and an error with the failed guard finds it.
+torch.compile's switch is `torch._dynamo.config.error_on_recompile = True`, or the stricter
+`torch.compiler.set_stance("fail_on_recompile")`, which refuses every compilation inside it, even
+a function's first. A recompile is silent by default: the program still runs, only slower,
+because every new compilation costs a capture and a build. In a loop that should be warm, that
+is a bug to find, and an error with the failed guard finds it.
 
 What counts as a recompile is what the `recompiles` log topic reports (`logs.py`): a compilation
 whose report has a `recompile_reason`, i.e. a function, or a segment after a graph break, compiled
