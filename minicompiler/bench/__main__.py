@@ -1,11 +1,18 @@
-"""Benchmark: eager vs minicompiler vs torch.compile on the seeds' workloads.
+"""Benchmark: eager vs minicompiler vs torch.compile, on the seeds' kernels and on whole models.
 
-    python -m minicompiler.bench [--device cpu|cuda] [--repeats 20] [--no-torch-compile]
-                                 [--only NAME] [--json PATH]
+    python -m minicompiler.bench [--device cpu|cuda] [--quick] [--only NAME] [--modes default,...]
+                                 [--tasks inference,training] [--profile] [--json PATH] [--html PATH]
+                                 [--no-kernels] [--no-models] [--deadline-s S] [--repeats N]
 
-Each time is the median of `repeats` timed batches after warm-up, synchronized on CUDA.
-First-call compile time is measured whole (capture through codegen and the build of the kernels)
-with a cold on-disk cache. Prints a table and writes JSON with the device and versions.
+Two parts. Kernels: the seeds' pointwise/reduction workloads (workloads.py), eager vs
+minicompiler vs torch.compile default. Models (zoo.py, suite.py): MLP, MiniTransformer with
+and without a mask, ResNet-18 at batch 1 and 16, a BERT-base encoder, seed 003's CNN, and
+timm/torchvision families when importable; inference and a training step; eager and each
+mode of torch.compile and of minicompiler; every result checked against eager.
+Each time is a median of timed batches after warm-up, synchronized on CUDA; the compilers of
+one model are timed in turn, round by round. First calls are timed whole, minicompiler's with a
+cold on-disk kernel cache. `--profile` adds, per model, where one call's time goes (profiling.py).
+Prints tables; writes JSON (device, versions, sizes, date) and a plotly HTML page.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from typing import Any
 
 import torch
 
+from minicompiler.bench.chart import write_html
+from minicompiler.bench.suite import format_profiles, format_rows, run_models
 from minicompiler.bench.timing import device_seconds, first_call_seconds, median_call_seconds
 from minicompiler.bench.workloads import WORKLOADS, Workload
 
@@ -132,30 +141,65 @@ def print_table(rows: list[dict[str, Any]], vs_torch: bool) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m minicompiler.bench", description=__doc__.split("\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--no-torch-compile", action="store_true", help="skip the torch.compile column")
-    parser.add_argument("--only", action="append", help="run only workloads whose name contains this")
-    parser.add_argument("--json", type=Path, help="where to write the results (default: print only)")
+    parser.add_argument("--repeats", type=int, default=None, help="timed batches per median (default 20, quick 5)")
+    parser.add_argument("--no-torch-compile", action="store_true", help="skip the torch.compile columns")
+    parser.add_argument("--only", action="append", help="run only workloads/models whose name contains this")
+    parser.add_argument("--quick", action="store_true", help="smaller models and fewer repeats")
+    parser.add_argument("--modes", default=None,
+                        help="comma-separated compile modes for the models (default: default,reduce-overhead,"
+                             "max-autotune on cuda; default on cpu, where the others add CUDA graphs/Triton tuning)")
+    parser.add_argument("--tasks", default="inference,training")
+    parser.add_argument("--profile", action="store_true", help="per model: time per kernel, extern op, overhead")
+    parser.add_argument("--no-kernels", action="store_true", help="skip the pointwise/reduction workloads")
+    parser.add_argument("--no-models", action="store_true", help="skip the whole models")
+    parser.add_argument("--deadline-s", type=float, default=float("inf"), help="start no model after this long")
+    parser.add_argument("--json", type=Path, help="where to write the results")
+    parser.add_argument("--html", type=Path, help="where to write the plotly chart (default: the JSON's, .html)")
     opts = parser.parse_args(argv)
     if opts.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda needs a CUDA GPU")
-    # A cold on-disk cache, so the first-call column includes building every kernel.
+    started = time.perf_counter()
+    repeats = opts.repeats or (5 if opts.quick else 20)
+    modes = (opts.modes or ("default,reduce-overhead,max-autotune" if opts.device == "cuda" else "default")).split(",")
+    # Cold on-disk caches, so the first-call columns include building every kernel (both compilers)
     os.environ["MINICOMPILER_CACHE_DIR"] = tempfile.mkdtemp(prefix="minicompiler-bench-")
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="inductor-bench-"))
     vs_torch = not opts.no_torch_compile
-    workloads = [w for w in WORKLOADS if not opts.only or any(s in w.name for s in opts.only)]
     env = environment(opts.device)
+    env.update(quick=opts.quick, modes=modes, repeats=repeats)
     print(" ".join(f"{k}={v}" for k, v in env.items()))
-    rows = []
-    for workload in workloads:
-        rows.append(bench_workload(workload, opts.device, opts.repeats, vs_torch))
-        print(f"  done: {workload.name}", file=sys.stderr)
-    print_table(rows, vs_torch)
-    env["warm_cache_first_call_s"] = warm_cache_seconds(opts.device)
-    print(f"cos(cos(x)) first call in a new process with a warm on-disk cache: "
-          f"{env['warm_cache_first_call_s']:.3f} s")
+    rows: list[dict[str, Any]] = []
+    if not opts.no_kernels:
+        workloads = [w for w in WORKLOADS if not opts.only or any(s in w.name for s in opts.only)]
+        for workload in workloads:
+            rows.append(bench_workload(workload, opts.device, repeats, vs_torch))
+            print(f"  done: {workload.name}", file=sys.stderr)
+        print_table(rows, vs_torch)
+        env["warm_cache_first_call_s"] = warm_cache_seconds(opts.device)
+        print(f"cos(cos(x)) first call in a new process with a warm on-disk cache: "
+              f"{env['warm_cache_first_call_s']:.3f} s")
+    models: list[dict[str, Any]] = []
+
+    def save(row: dict[str, Any] | None = None) -> None:
+        if row is not None:
+            models.append(row)
+        if opts.json:
+            opts.json.parent.mkdir(parents=True, exist_ok=True)
+            opts.json.write_text(json.dumps({"environment": env, "results": rows, "models": models}, indent=1))
+
+    if not opts.no_models:
+        run_models(opts.device, modes, opts.tasks.split(","), opts.only, opts.quick, repeats, vs_torch, opts.profile,
+                   started + opts.deadline_s, save)
+        table, profiles = format_rows(models), format_profiles(models)
+        print(table)
+        if profiles:
+            print(profiles)
+        html_path = opts.html or (opts.json.with_suffix(".html") if opts.json else None)
+        if html_path:
+            write_html(html_path, env, models, table, profiles)
+            print(f"wrote {html_path}")
+    save()
     if opts.json:
-        opts.json.parent.mkdir(parents=True, exist_ok=True)
-        opts.json.write_text(json.dumps({"environment": env, "results": rows}, indent=1))
         print(f"wrote {opts.json}")
 
 

@@ -70,3 +70,32 @@ def device_seconds(fn: Callable, args: tuple[Any, ...], repeats: int = 20, repla
         end.synchronize()
         samples.append(start.elapsed_time(end) / 1e3 / replays)
     return statistics.median(samples)
+
+
+def interleaved_seconds(fns: dict[str, Callable[[], Any]], repeats: int = 10, warmup: int = 2,
+                        min_batch_seconds: float = 0.005) -> dict[str, float]:
+    """Median seconds per call of each function, timed in turn round by round (a, b, c, a, b, c,
+    ...): on a shared machine a slow moment then falls on every function alike, not on one.
+    Each function's calls are batched so one timed batch lasts about `min_batch_seconds`."""
+    cuda = torch.cuda.is_available()
+    batches = {}
+    for name, fn in fns.items():
+        for _ in range(warmup):
+            fn()
+        if cuda:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        if cuda:
+            torch.cuda.synchronize()
+        batches[name] = min(max(1, int(min_batch_seconds / max(time.perf_counter() - start, 1e-7))), 1000)
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(batches[name]):
+                fn()
+            if cuda:
+                torch.cuda.synchronize()
+            samples[name].append((time.perf_counter() - start) / batches[name])
+    return {name: statistics.median(times) for name, times in samples.items()}

@@ -1,0 +1,171 @@
+"""One model, every compiler: inference and a training step, checked against eager, then timed.
+
+    compilers(modes)     eager, torch.compile <mode>, minicompiler <mode> for each mode asked
+    bench_inference      the module in eval mode under torch.no_grad()
+    bench_training       one step: zero_grad, forward, loss, backward, optimizer step (SGD)
+
+Every compiled variant is checked against eager first (outputs; in training the loss and every
+parameter's gradient, from the same weights), then all variants are timed in turn, round by
+round, so a noisy moment of a shared machine falls on all of them alike. The first call (which
+compiles) is timed whole. A variant that fails to compile or run gets an error in its row.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from minicompiler.bench.timing import interleaved_seconds
+from minicompiler.bench.zoo import Built, quiet_randomness
+
+Compiler = Callable[[nn.Module], Callable]
+# relative to the largest value compared. A training step's gradients through BatchNorm in train
+# mode (which subtracts batch means) differ from eager's by up to a few percent in float32 rounding
+# alone: torch.compile's do too (seed 003's CNN: 3.5% on conv2.weight); a real bug is off by O(1)
+TOLERANCE = {"inference": 2e-3, "training": 5e-2}
+
+
+def compilers(modes: list[str], torch_compile: bool = True) -> dict[str, Compiler]:
+    import minicompiler
+
+    chosen: dict[str, Compiler] = {"eager": lambda m: m}
+    for mode in modes:
+        if torch_compile:
+            chosen[f"torch.compile {mode}"] = lambda m, mode=mode: torch.compile(m, mode=mode)
+        chosen[f"minicompiler {mode}"] = lambda m, mode=mode: minicompiler.compile(m, mode=mode)
+    return chosen
+
+
+def tensor_of(output: Any) -> torch.Tensor:
+    """The tensor a model's output stands for (a Hugging Face output's hidden states, a tuple's first)."""
+    if isinstance(output, torch.Tensor):
+        return output
+    for name in ("last_hidden_state", "logits"):
+        if hasattr(output, name):
+            return getattr(output, name)
+    return tensor_of(output[0])
+
+
+def relative_error(got: torch.Tensor, expected: torch.Tensor, floor: float = 1e-6) -> float:
+    """Largest difference over the largest expected value (at least `floor`)."""
+    scale = float(expected.detach().abs().max()) if expected.numel() else 0.0
+    return float((got.detach().double() - expected.detach().double()).abs().max()) / max(scale, floor)
+
+
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _first_call(fn: Callable[[], Any]) -> tuple[Any, float]:
+    _sync()
+    start = time.perf_counter()
+    result = fn()
+    _sync()
+    return result, time.perf_counter() - start
+
+
+def _reset_torch_compile() -> None:
+    torch._dynamo.reset()
+
+
+Results = dict[str, dict[str, Any]]  # compiler -> its row: seconds, first call, error, report facts
+Runnable = dict[str, tuple[Callable[[], Any], Any]]  # compiler -> (one call, the compiled object)
+
+
+def bench_inference(built: Built, chosen: dict[str, Compiler], repeats: int) -> tuple[Results, Runnable]:
+    module, inputs = built.module.eval(), built.inputs
+    results: Results = {}
+    runnable: Runnable = {}
+    with torch.no_grad():
+        expected = tensor_of(module(*inputs))
+        for name, compiler in chosen.items():
+            _reset_torch_compile()
+            try:
+                compiled = compiler(module)
+                output, seconds = _first_call(lambda compiled=compiled: compiled(*inputs))
+                error = relative_error(tensor_of(output), expected)
+            except Exception as failure:  # noqa: BLE001 - a benchmark records failures, it does not stop
+                results[name] = {"error": _describe(failure)}
+                continue
+            results[name] = {"first_call_s": seconds, "rel_err": error, "correct": error <= TOLERANCE["inference"],
+                             **_report_facts(compiled)}
+            runnable[name] = (lambda compiled=compiled: compiled(*inputs)), compiled
+        for name, seconds in interleaved_seconds({n: r[0] for n, r in runnable.items()}, repeats).items():
+            results[name]["s"] = seconds
+    return results, runnable
+
+
+class _Step:
+    """One compiler's training step on its own copy of the module (same starting weights)."""
+
+    def __init__(self, module: nn.Module, compiler: Compiler, inputs: tuple[Any, ...]) -> None:
+        self.module = copy.deepcopy(module).train()
+        self.model = compiler(self.module)
+        self.inputs = inputs
+        self.optimizer = torch.optim.SGD(self.module.parameters(), lr=1e-4, momentum=0.9)
+
+    def loss(self) -> torch.Tensor:
+        return tensor_of(self.model(*self.inputs)).float().square().mean()
+
+    def __call__(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        self.loss().backward()
+        self.optimizer.step()
+
+    def gradients(self) -> tuple[torch.Tensor, list[torch.Tensor | None]]:
+        """The loss and each parameter's gradient, from the weights as they are (no step taken)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss()
+        loss.backward()
+        return loss, [p.grad for p in self.module.parameters()]
+
+
+def bench_training(built: Built, chosen: dict[str, Compiler], repeats: int) -> tuple[Results, Runnable]:
+    module = quiet_randomness(built.module)
+    steps = {}
+    results: Results = {}
+    reference = _Step(module, chosen["eager"], built.inputs).gradients()
+    for name, compiler in chosen.items():
+        _reset_torch_compile()
+        try:
+            step = _Step(module, compiler, built.inputs)
+            (loss, grads), seconds = _first_call(step.gradients)
+            pairs = [(g, e) for g, e in zip(grads, reference[1], strict=True) if e is not None and g is not None]
+            # a gradient that is zero in exact arithmetic (a conv's bias before BatchNorm) is rounding
+            # noise in both: compared against the largest gradient of the model, not its own scale
+            floor = 1e-3 * max((float(e.abs().max()) for _, e in pairs if e.numel()), default=0.0)
+            error = max([relative_error(loss, reference[0])] + [relative_error(g, e, floor) for g, e in pairs])
+            missing = sum((g is None) != (e is None) for g, e in zip(grads, reference[1], strict=True))
+        except Exception as failure:  # noqa: BLE001
+            results[name] = {"error": _describe(failure)}
+            continue
+        correct = error <= TOLERANCE["training"] and not missing
+        results[name] = {"first_call_s": seconds, "rel_err": error, "correct": correct, **_report_facts(step.model)}
+        steps[name] = step
+    for name, seconds in interleaved_seconds(steps, repeats).items():
+        results[name]["s"] = seconds
+    return results, {name: (step, step.model) for name, step in steps.items()}
+
+
+def _report_facts(compiled: Any) -> dict[str, Any]:
+    """What minicompiler's report says about a compiled model: graphs, kernels, fallbacks."""
+    reports = getattr(compiled, "reports", None)
+    if not reports:
+        return {}
+    graphs = [g for r in reports for g in r.graphs]
+    fallback = next((r.eager_fallback for r in reports if r.eager_fallback), None) or next(
+        (g.fallback for g in graphs if g.fallback), None)
+    return {"graphs": len(graphs), "graph_breaks": sum(len(r.graph_breaks) for r in reports),
+            "kernels": sum(1 for g in graphs for k in g.kernels if k.kind != "alias"), "fallback": fallback}
+
+
+def _describe(failure: Exception) -> str:
+    where = traceback.extract_tb(failure.__traceback__)[-1]
+    return f"{type(failure).__name__}: {str(failure)[:300]} ({where.filename.split('/')[-1]}:{where.lineno})"

@@ -1,0 +1,67 @@
+"""The whole-model benchmark (python -m minicompiler.bench): every row checks the compiled
+result against eager (a compiler that gets it wrong is flagged, not timed as a success), the
+JSON carries device, versions and sizes, and --profile splits a call's time into groups."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from minicompiler.bench.__main__ import main
+from minicompiler.bench.compare import bench_inference, bench_training, compilers
+from minicompiler.bench.zoo import CASES, Built
+
+
+def _small_mlp() -> Built:
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(16, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 4))
+    return Built(module, (torch.randn(8, 16),), {"batch": 8})
+
+
+class _Off(nn.Module):
+    """A 'compiled' model whose output is slightly off: what a wrong compiler would produce."""
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        self.module = module
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.module(x) * 1.1
+
+
+def test_rows_check_against_eager_and_flag_wrong_results() -> None:
+    chosen = {**compilers(["default"], torch_compile=False), "wrong": _Off}
+    for bench in (bench_inference, bench_training):
+        results, runnable = bench(_small_mlp(), chosen, repeats=2)
+        assert results["minicompiler default"]["correct"], results["minicompiler default"]
+        assert results["minicompiler default"]["kernels"] > 0
+        assert not results["wrong"]["correct"] and results["wrong"]["rel_err"] > 0.05
+        assert all(r["s"] > 0 for r in results.values())
+        assert set(runnable) == set(chosen)
+
+
+def test_cli_writes_json_and_html_with_profile(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    main(["--quick", "--no-kernels", "--no-torch-compile", "--only", "MLP 1024", "--profile", "--repeats", "2",
+          "--json", str(out)])
+    data = json.loads(out.read_text())
+    assert {"device", "torch", "python", "date"} <= set(data["environment"])
+    rows = data["models"]
+    assert [r["task"] for r in rows] == ["inference", "training"]
+    for row in rows:
+        assert row["sizes"]["batch"] > 0
+        assert row["results"]["minicompiler default"]["correct"]
+        profile = row["profile"]["minicompiler default"]
+        assert set(profile["groups_ms"]) == {"generated", "torch", "overhead"}
+        assert profile["groups_ms"]["generated"] > 0  # the C++ kernels are seen by the profiler
+    assert "plotly" in out.with_suffix(".html").read_text()
+
+
+def test_every_issue_workload_is_listed() -> None:
+    names = " | ".join(case.name for case in CASES)
+    for wanted in ("MLP", "MiniTransformer (", "MiniTransformer masked", "ResNet-18 b1", "ResNet-18 b16", "BERT",
+                   "seed 003 CNN", "resnet50", "efficientnet", "convnext", "mobilenet", "vit"):
+        assert wanted in names
