@@ -179,29 +179,28 @@ def main(argv: list[str] | None = None) -> None:
         print(f"cos(cos(x)) first call in a new process with a warm on-disk cache: "
               f"{env['warm_cache_first_call_s']:.3f} s")
     models: list[dict[str, Any]] = []
+    html_path = opts.html or (opts.json.with_suffix(".html") if opts.json else None)
 
     def save(row: dict[str, Any] | None = None) -> None:
+        """Write what is measured so far (after every model: a run stopped early keeps its rows)."""
         if row is not None:
             models.append(row)
         if opts.json:
             opts.json.parent.mkdir(parents=True, exist_ok=True)
             opts.json.write_text(json.dumps({"environment": env, "results": rows, "models": models}, indent=1))
+        if html_path and models:
+            write_html(html_path, env, models, format_rows(models), format_profiles(models))
 
     if not opts.no_models:
         run_models(opts.device, modes, opts.tasks.split(","), opts.only, opts.quick, repeats, vs_torch, opts.profile,
                    started + opts.deadline_s, save)
-        table, profiles = format_rows(models), format_profiles(models)
-        print(table)
-        if profiles:
+        print(format_rows(models))
+        if profiles := format_profiles(models):
             print(profiles)
-        html_path = opts.html or (opts.json.with_suffix(".html") if opts.json else None)
-        if html_path:
-            write_html(html_path, env, models, table, profiles)
-            print(f"wrote {html_path}")
     save()
-    if opts.json:
-        print(f"wrote {opts.json}")
-
+    for path in (opts.json, html_path if models else None):
+        if path:
+            print(f"wrote {path}")
 
 if __name__ == "__main__":
     main()

@@ -14,7 +14,7 @@ from typing import Any
 def speedup_figure(rows: list[dict[str, Any]], task: str) -> Any:
     import plotly.graph_objects as go
 
-    rows = [r for r in rows if r["task"] == task and "s" in r["results"].get("eager", {})]
+    rows = [r for r in rows if r.get("task") == task and "s" in r.get("results", {}).get("eager", {})]
     names = sorted({c for r in rows for c in r["results"]} - {"eager"})
     figure = go.Figure()
     for compiler in names:

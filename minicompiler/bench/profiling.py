@@ -85,7 +85,8 @@ def profile_calls(fn: Callable[[], Any], compiled: Any = None, calls: int = 5, t
     events = []
     for event in prof.key_averages():
         self_us = event.self_device_time_total if cuda else event.self_cpu_time_total
-        if self_us > 0 and not (cuda and event.device_type.name == "CPU"):
+        on_cpu = getattr(getattr(event, "device_type", None), "name", "CPU") == "CPU"
+        if self_us > 0 and not (cuda and on_cpu):  # on a GPU: the kernels, not the ops that launched them
             events.append({"name": event.key, "group": group_of(event.key), "ms": self_us / 1e3 / calls,
                            "count": event.count // calls})
     events.sort(key=lambda e: -e["ms"])
