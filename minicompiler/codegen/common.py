@@ -105,7 +105,10 @@ def provenance_comment(node: Node) -> str:
         text += f"  <- {node.source.filename.rsplit('/', 1)[-1]}:{node.source.lineno}"
         if node.source.line:
             text += f"  {node.source.line}"
-    return text
+    # a C++ comment that ends in a backslash continues onto the next line (`y = a + \`),
+    # and a control character in a user's line is better shown than obeyed
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return text.rstrip("\\ ")
 
 
 # -- the ops handler ----------------------------------------------------------------------

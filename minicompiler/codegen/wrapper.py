@@ -21,6 +21,7 @@ so what a learner reads is exactly what runs.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,7 @@ from minicompiler.layout import is_channels_last
 # torch_call) may hand back another layout, while kernels read it as contiguous.
 CONTIGUOUS_EXTERNS = frozenset({"matmul", "addmm", "bmm", "clone", "reshape"})
 RESERVED = frozenset({"torch", "ops", "inputs", "call", "float"})
+GENERATED_NAME = re.compile(r"(const_|size|s)[0-9]+")
 LITERALS = (type(None), bool, int, float, str, torch.dtype, torch.device)
 
 
@@ -49,8 +51,10 @@ class _Writer:
         self.lines: list[str] = []
         taken = set(RESERVED) | {k.name for k in schedule.kernels}
         for node in schedule.buffers:
-            name = node.name
-            while name in taken or name.startswith(("const_", "kernel_", "size")):
+            # the wrapper makes names of its own (const_0, size0, s0): a buffer that looks like one
+            # would be overwritten by it, so it moves aside (node names are identifiers already, graph.py)
+            name = "v_" + node.name if GENERATED_NAME.fullmatch(node.name) else node.name
+            while name in taken:
                 name += "_"
             taken.add(name)
             self.names[node] = name
@@ -123,6 +127,9 @@ def _kernel_lines(kernel: Kernel, w: _Writer, launch: Launch, dynamic: bool) -> 
         sources = [a.source(None if a.buffer is None else w.names[a.buffer]) for a in read]
         lines.append(f"    {', '.join(a.param for a in read)} = {', '.join(sources)}")
     for buffer in kernel.outputs:
+        if buffer.into is not None:  # the kernel overwrites the input with its new value (fuse/in_place.py)
+            lines.append(f"    {w.names[buffer.node]} = {w.names[buffer.into]}  # written in place")
+            continue
         device = "" if buffer.node.meta.device.type == "cpu" else f", device={str(buffer.node.meta.device)!r}"
         shape = [size_code(size) for size in sizes.of_shape(buffer.shape)]  # numbers, size0, ... or s0
         shape_text = f"({shape[0]},)" if len(shape) == 1 else f"({', '.join(shape)})"

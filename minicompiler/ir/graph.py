@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import keyword
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -138,6 +140,34 @@ def map_structure(fn: Any, value: Any) -> Any:
     return fn(value)
 
 
+# Names a node must not take: it becomes a variable in generated Python (wrapper, printed graph)
+# and part of names in generated C++, so keywords of either language would not compile, and
+# names the generated code itself refers to (modules, float('inf')) would be shadowed.
+CPP_KEYWORDS = frozenset("""
+    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t char32_t
+    class compl concept const consteval constexpr constinit const_cast continue co_await co_return
+    co_yield decltype default delete do double dynamic_cast else enum explicit export extern false
+    float for friend goto if inline int long mutable namespace new noexcept not not_eq nullptr operator
+    or or_eq private protected public register reinterpret_cast requires return short signed sizeof
+    static static_assert static_cast struct switch template this thread_local throw true try typedef
+    typeid typename union unsigned using virtual void volatile wchar_t while xor xor_eq
+    """.split())
+NAMES_GENERATED_CODE_USES = frozenset({"torch", "ops", "tl", "triton", "float", "int", "inputs", "call"})
+RESERVED_NAMES = frozenset(keyword.kwlist) | CPP_KEYWORDS | NAMES_GENERATED_CODE_USES
+
+
+def identifier(text: str) -> str:
+    """A name safe in generated Python and C++: ASCII letters, digits and `_` only (`é` -> `e`,
+    a quote or newline -> `_`), not starting with a digit, and a keyword gets a `_` (`class_`)."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in ascii_text)
+    if not name.strip("_"):  # nothing readable left (`变量`): a plain name
+        name = "v"
+    if name[0].isdigit():
+        name = "v" + name
+    return name + "_" if name in RESERVED_NAMES else name
+
+
 class Graph:
     """A list of nodes in execution order, ending with one `output` node."""
 
@@ -186,9 +216,7 @@ class Graph:
         self.nodes.insert(index, node)
 
     def _fresh_name(self, base: str) -> str:
-        base = "".join(c if c.isalnum() or c == "_" else "_" for c in base) or "v"
-        if base[0].isdigit():
-            base = "v" + base
+        base = identifier(base)
         name = base
         while name in self._used_names:
             name = f"{base}_{next(self._names)}"
