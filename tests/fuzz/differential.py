@@ -31,7 +31,8 @@ def check(program: Program, backend: str = "cpp") -> None:
     eager_in, compiled_in = leaves(), leaves()
     expected = _outputs(fn(*eager_in))
     actual = _outputs(minicompiler.compile(fn, backend=backend)(*compiled_in))
-    header = f"seed {program.seed} (replay: FUZZ_SEED={program.seed}):\n{program.source}"
+    header = (f"seed {program.seed} (replay: FUZZ_SEED={program.seed}; for test_regressions.py once fixed:\n"
+              f"{program}):\n{program.source}")
     assert len(actual) == len(expected), header
     for i, (a, e) in enumerate(zip(actual, expected, strict=False)):
         _close(a.detach(), e.detach(), f"{header}output {i}")

@@ -28,48 +28,71 @@ INT_BINARY = ["{} + {}", "{} * {}", "torch.maximum({}, {})", "torch.where({0} > 
 REDUCTIONS = ["torch.sum({}, {}, keepdim={})", "torch.amax({}, {}, keepdim={})", "torch.mean({}, {}, keepdim={})"]
 
 
+LAYOUTS = ["contiguous", "transposed", "offset", "expanded"]
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """How to make one input: its shape, dtype and memory layout (values come from torch's seed)."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    layout: str = "contiguous"  # one of LAYOUTS
+
+    def make(self) -> torch.Tensor:
+        shape = list(self.shape)
+        if self.layout == "transposed" and len(shape) >= 2:
+            return self._values(shape[:-2] + [shape[-1], shape[-2]]).transpose(-1, -2)
+        if self.layout == "offset" and shape:
+            return self._values([shape[0] + 2] + shape[1:])[1:-1]
+        if self.layout == "expanded" and shape:
+            return self._values([1] + shape[1:]).expand(shape)
+        return self._values(shape)
+
+    def _values(self, shape: list[int]) -> torch.Tensor:
+        if self.dtype.is_floating_point:
+            return torch.randn(shape, dtype=torch.float64).to(self.dtype)
+        return torch.randint(-5, 6, shape, dtype=self.dtype)
+
+
 @dataclass
 class Program:
+    """A program's source and its inputs' recipe; `seed` also seeds the inputs' values, so a
+    program written down as (seed, source, specs) replays without the generator that made it."""
+
     seed: int
     source: str
-    inputs: list[torch.Tensor]
-    differentiable: bool
+    specs: list[InputSpec]
+
+    @property
+    def inputs(self) -> list[torch.Tensor]:
+        torch.manual_seed(self.seed)
+        return [spec.make() for spec in self.specs]
+
+    @property
+    def differentiable(self) -> bool:
+        return self.specs[0].dtype in (torch.float32, torch.float64)
 
     def function(self):
         scope: dict = {"torch": torch}
         exec(self.source, scope)
         return scope["program"]
 
-
-def _layout(rng: random.Random, shape: list[int], dtype: torch.dtype) -> tuple[torch.Tensor, str]:
-    """A tensor of `shape` in a random memory layout, and what that layout is."""
-    def make(s: list[int]) -> torch.Tensor:
-        if dtype.is_floating_point:
-            return torch.randn(s, dtype=torch.float64).to(dtype)
-        return torch.randint(-5, 6, s, dtype=dtype)
-
-    kind = rng.choice(["contiguous", "transposed", "offset", "expanded"]) if shape else "contiguous"
-    if kind == "transposed" and len(shape) >= 2:
-        return make(shape[:-2] + [shape[-1], shape[-2]]).transpose(-1, -2), kind
-    if kind == "offset":
-        return make([shape[0] + 2] + shape[1:])[1:-1], kind
-    if kind == "expanded":
-        return make([1] + shape[1:]).expand(shape), kind
-    return make(shape), "contiguous"
+    def __str__(self) -> str:
+        """The program as an entry for test_regressions.py."""
+        return f"Program({self.seed}, {self.source!r}, {self.specs!r})"
 
 
 def generate(seed: int, steps: int = 6) -> Program:
     rng = random.Random(seed)
-    torch.manual_seed(seed)
     dtype = rng.choice([torch.float32, torch.float32, torch.float64, torch.float16, torch.bfloat16,
                         torch.int64, torch.int32])
     floating = dtype.is_floating_point
     shape = [rng.choice([0, 1, 1, 2, 3, 5, 7]) for _ in range(rng.randint(0, 3))]
-    inputs, names, shapes, lines = [], [], [], []
+    specs, names, shapes, lines = [], [], [], []
     for i in range(rng.randint(1, 3)):
         own = _broadcast_partner(rng, shape) if i else list(shape)
-        tensor, _ = _layout(rng, own, dtype)
-        inputs.append(tensor)
+        specs.append(InputSpec(tuple(own), dtype, _layout(rng, own)))
         names.append(f"x{i}")
         shapes.append(own)
     for _step in range(steps):
@@ -106,9 +129,14 @@ def generate(seed: int, steps: int = 6) -> Program:
         lines.append(f"    {name} = {expr}")
         names.append(name)
         shapes.append(new_shape)
-    outputs = names[-1] if rng.random() < 0.7 else f"{names[-1]}, {names[len(inputs)]}"
-    source = f"def program({', '.join(names[:len(inputs)])}):\n" + "\n".join(lines) + f"\n    return {outputs}\n"
-    return Program(seed, source, inputs, dtype in (torch.float32, torch.float64))
+    outputs = names[-1] if rng.random() < 0.7 else f"{names[-1]}, {names[len(specs)]}"
+    source = f"def program({', '.join(names[:len(specs)])}):\n" + "\n".join(lines) + f"\n    return {outputs}\n"
+    return Program(seed, source, specs)
+
+
+def _layout(rng: random.Random, shape: list[int]) -> str:
+    layout = rng.choice(LAYOUTS) if shape else "contiguous"
+    return "contiguous" if layout == "transposed" and len(shape) < 2 else layout
 
 
 def _broadcast_partner(rng: random.Random, shape: list[int]) -> list[int]:

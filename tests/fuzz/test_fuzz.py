@@ -1,7 +1,7 @@
 """Differential fuzzing in CI: random programs (fuzz_programs.py), compiled vs eager, for a fixed
 time budget. FUZZ_SECONDS changes the budget (default 60); FUZZ_SEED=n replays one program;
 FUZZ_START=n starts from another seed (the default walks the same seeds every run, so CI is stable).
-A failure prints its seed and source: add it to test_regressions.py once fixed."""
+A failure prints its seed, source and a Program(...) entry: paste that into test_regressions.py once fixed."""
 
 from __future__ import annotations
 
