@@ -6,7 +6,7 @@
 
     minicompiler.explain(fn)(*args)           # graphs, graph breaks, ops and guards (like torch._dynamo.explain)
     minicompiler.set_logs(graph_breaks=True)  # or MINICOMPILER_LOGS=graph_breaks,recompiles,guards,graph,output_code
-    with minicompiler.fail_on_recompile(): ... # a recompile raises RecompileError (torch: error_on_recompile)
+    with minicompiler.fail_on_recompile(): ... # compiling raises RecompileError (torch.compiler.set_stance)
     torch.compile(fn, backend=minicompiler.backend)   # TorchDynamo's capture, minicompiler's compiler
     torch.compile(fn, backend="minicompiler")         # the same, by name (after pip install)
 """

@@ -94,7 +94,7 @@ def enabled_topics() -> list[str]:
 # --- what each topic says about one compilation --------------------------------------------
 def emit_compilation(report: CompileReport) -> None:
     """Log, for one finished compilation, every topic that is enabled; then raise RecompileError
-    if it is a recompile inside `fail_on_recompile()`."""
+    if it happened inside `fail_on_recompile()`."""
     for topic in enabled_topics():
         for message in _MESSAGES[topic](report):
             _logger(topic).info(message)

@@ -26,8 +26,8 @@ def with_print(x):
 def test_a_new_shape_inside_the_block_raises_with_the_failed_guard():
     compiled = minicompiler.compile(double, backend="eager")
     x = torch.randn(8)
+    torch.testing.assert_close(compiled(x), double(x))  # warm-up, outside the block
     with minicompiler.fail_on_recompile():
-        torch.testing.assert_close(compiled(x), double(x))  # a first compilation is no recompile
         fresh = torch.randn(8)
         torch.testing.assert_close(compiled(fresh), double(fresh))  # guards pass: no compilation
         with pytest.raises(RecompileError) as caught:
@@ -36,6 +36,27 @@ def test_a_new_shape_inside_the_block_raises_with_the_failed_guard():
     assert caught.value.report is compiled.reports[-1]
     assert compiled.reports[-1].recompile_reason in str(caught.value)
     assert "guard failed" in str(caught.value) and "double" in str(caught.value)
+
+
+def test_a_first_compilation_inside_the_block_raises_too():
+    # as torch.compiler.set_stance("fail_on_recompile"): compile before entering
+    compiled = minicompiler.compile(double, backend="eager")
+    with minicompiler.fail_on_recompile(), pytest.raises(RecompileError, match="a first compilation"):
+        compiled(torch.randn(8))
+    assert len(compiled.reports) == 1
+
+
+def test_new_sizes_compiled_for_a_dynamic_entry_raise():
+    # reduce-overhead records CUDA graphs for one set of sizes, so a size seen changing gets a
+    # graph of its own for each new size: compilations whose reports name no failed guard
+    compiled = minicompiler.compile(double, backend="eager", mode="reduce-overhead")
+    for n in (8, 9):
+        compiled(torch.randn(n, 4))
+    with minicompiler.fail_on_recompile():
+        fresh = torch.randn(9, 4)
+        torch.testing.assert_close(compiled(fresh), double(fresh))
+        with pytest.raises(RecompileError):
+            compiled(torch.randn(10, 4))
 
 
 def test_outside_the_block_a_recompile_is_silent_and_the_block_ends_even_on_an_error():
@@ -72,10 +93,9 @@ def test_a_module_attribute_changed_every_call_raises_naming_it():
             return x * self.counter
 
     compiled = minicompiler.compile(Counter(), backend="eager")
-    with minicompiler.fail_on_recompile():
+    compiled(torch.randn(4))
+    with minicompiler.fail_on_recompile(), pytest.raises(RecompileError, match=r"self\.counter"):
         compiled(torch.randn(4))
-        with pytest.raises(RecompileError, match=r"self\.counter"):
-            compiled(torch.randn(4))
 
 
 def test_generated_code_recompiles_raise_too():
