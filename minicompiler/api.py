@@ -389,7 +389,7 @@ class CompiledFunction:
         compiled = compile_graph(
             captured.graph, backend, time.perf_counter() - start, strict=self.backend != "auto",
             dynamic=bool(captured.dynamic_inputs), cuda_graphs=self.cuda_graphs, autotune=self.autotune,
-            written_back=len(captured.mutated_inputs),
+            written_back=captured.mutated_inputs,
         )
         if prepare:
             compiled.program_for(captured.fetch_inputs(args, kwargs))
@@ -422,7 +422,8 @@ def _write_back(inputs: list[torch.Tensor], mutated: list[int], new_values: list
         return
     with torch.no_grad():  # an update of a buffer is not part of what autograd differentiates
         for index, value in zip(mutated, new_values, strict=True):
-            inputs[index].copy_(value)
+            if value is not inputs[index]:  # else a kernel wrote it in place (fuse/in_place.py)
+                inputs[index].copy_(value)
 
 
 def _run_rest_for_real(point: ResumePoint, frame: RealFrame) -> Any:

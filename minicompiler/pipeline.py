@@ -34,7 +34,7 @@ from minicompiler.autograd.partition import recomputed_checkpoints
 from minicompiler.codegen import CodegenError, CompiledModule, generate
 from minicompiler.decompose import decompose
 from minicompiler.fuse import fuse
-from minicompiler.ir import Graph, graph_to_python, run_graph
+from minicompiler.ir import Graph, Node, graph_to_python, run_graph
 from minicompiler.ir.symbolic import size_code
 from minicompiler.layout import assign_layouts, follow_saved_layouts
 from minicompiler.replace import PASSES as REPLACE_PASSES
@@ -66,9 +66,10 @@ class CompiledGraph:
     dynamic: bool = False
     cuda_graphs: bool = False  # mode="reduce-overhead": replay CUDA tensors' programs from CUDA graphs
     autotune: bool = False  # mode="max-autotune": Triton block sizes timed on the first call
-    # how many of the last outputs are new values of inputs the graph changes, which the caller
-    # copies into those inputs at once (so CUDA graphs may lend them rather than clone them)
-    written_back: int = 0
+    # the inputs (by position) whose new values the last outputs are, which the caller copies into
+    # those inputs at once (so CUDA graphs may lend them rather than clone them); a kernel may
+    # instead store a new value straight into its input (fuse/in_place.py), leaving nothing to copy
+    written_back: tuple[int, ...] = ()
     artifacts: dict[str, Any] = field(default_factory=dict)  # stage name -> its result
     _inference: Runner | None = None
     _training: Runner | None = None
@@ -133,8 +134,20 @@ class CompiledGraph:
     def _compile_inference(self) -> Runner:
         if self.backend == "eager":
             return run_with_torch(self.graph)
-        module = self._lower(self.artifacts["simplify"], stage_suffix="")
-        return self._launcher(module, lend_last=self.written_back) if module is not None else run_with_torch(self.graph)
+        graph = self.artifacts["simplify"]
+        module = self._lower(graph, stage_suffix="", written_back=self._in_place_candidates(graph))
+        return (self._launcher(module, lend_last=len(self.written_back)) if module is not None
+                else run_with_torch(self.graph))
+
+    def _in_place_candidates(self, graph: Graph) -> dict[Node, Node]:
+        """New value -> the input it goes into, for the kernels that may write it in place. None when
+        the program is run more than once per call on the same inputs (CUDA graphs warm up twice,
+        max-autotune times its trials): each run would change the input again."""
+        if not self.written_back or self.cuda_graphs or self.autotune:
+            return {}
+        new_values = graph.outputs[-len(self.written_back):]
+        return {value: graph.inputs[index] for value, index in zip(new_values, self.written_back, strict=True)
+                if isinstance(value, Node) and value.op != "placeholder"}
 
     def _launcher(self, module: Runner, lend_last: int = 0) -> Runner:
         """The program as called: replayed from CUDA graphs in mode="reduce-overhead", its last
@@ -163,20 +176,22 @@ class CompiledGraph:
             self.report.fallback = f"training runs with torch ops: {error}"
             return run_with_torch(self.graph)
         assert run_forward is not None and run_backward is not None
-        lend_last = self.written_back + len(saved)  # the forward's outputs end with these two groups
+        lend_last = len(self.written_back) + len(saved)  # the forward's outputs end with these two groups
         return make_trainable(self._launcher(run_forward, lend_last), self._launcher(run_backward),
                               joint, saved)
 
-    def _lower(self, graph: Graph, stage_suffix: str, fallback: bool = True) -> Runner | None:
+    def _lower(self, graph: Graph, stage_suffix: str, fallback: bool = True,
+               written_back: dict[Node, Node] | None = None) -> Runner | None:
         """fuse + generate (+ autotune); None (and the reason in the report) if codegen fails and
-        may fall back."""
+        may fall back. `written_back`: new values a kernel may store into their inputs."""
         report = self.report
         start = time.perf_counter()
         if notes := assign_layouts(graph):  # channels-last kept where torch keeps it; a step only if any
             report.stages.append(StageRecord("layout" + stage_suffix, time.perf_counter() - start, "\n".join(notes),
                                              language="text"))
-        schedule, record = _timed(report, "fuse" + stage_suffix, lambda: fuse(graph))
+        schedule, record = _timed(report, "fuse" + stage_suffix, lambda: fuse(graph, written_back))
         record.text, record.language = describe_schedule(schedule), "text"
+        record.notes += schedule.written_back  # each changed input: written in place, or copied and why
         report.fusion += describe_fusion(schedule)
         try:
             module, record = _timed(report, "codegen" + stage_suffix,
@@ -251,7 +266,7 @@ def compile_graph(
     requires_grad: Sequence[bool] | None = None,
     cuda_graphs: bool = False,
     autotune: bool = False,
-    written_back: int = 0,
+    written_back: Sequence[int] = (),
 ) -> CompiledGraph:
     """Take one captured graph through the stages for `backend` ("cpp", "triton" or "eager").
 
@@ -260,7 +275,7 @@ def compile_graph(
     requires_grad: per input, whether it gets a gradient (default: the inputs' metadata says).
     cuda_graphs: replay the generated programs from CUDA graphs (mode="reduce-overhead").
     autotune: time Triton launch configs on the first call of each program (mode="max-autotune").
-    written_back: the graph's last outputs are this many new values of inputs it changes.
+    written_back: the graph's last outputs are new values of the inputs at these positions.
     If code generation fails, `strict` re-raises the CodegenError; otherwise the graph runs with
     torch ops and the report says why."""
     report = GraphReport(backend)
@@ -270,7 +285,7 @@ def compile_graph(
     if requires_grad is None:
         requires_grad = [p.meta is not None and p.meta.requires_grad for p in graph.inputs]
     compiled = CompiledGraph(graph, backend, report, list(requires_grad), strict, dynamic, cuda_graphs, autotune,
-                             written_back, {"capture": graph})
+                             tuple(written_back), {"capture": graph})
     if backend == "eager":
         return compiled
     graph = _replace_patterns(report, graph)

@@ -65,6 +65,15 @@ def output_params(kernel: Kernel) -> list[tuple[str, Node]]:
     return [(param_name(b.node, True), b.node) for b in kernel.outputs]
 
 
+def in_place_params(kernel: Kernel) -> list[tuple[str, str, Node]]:
+    """(input parameter, output parameter, input) for each input the kernel reads and also
+    overwrites with its new value (fuse/in_place.py): the input is not passed on its own, its
+    parameter is declared in the kernel as the output's pointer."""
+    reads = {i for node in kernel.nodes for i in node.inputs()}
+    return [(param_name(b.into, False), param_name(b.node, True), b.into)
+            for b in kernel.outputs if b.into is not None and b.into in reads]
+
+
 def _full_value(node: Node) -> bool | int | float:
     value = node.args[1] if len(node.args) > 1 else node.kwargs["value"]
     return python_value(value, node.meta.dtype)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from minicompiler.codegen.body import BodyWriter, input_params, output_params, param_name
+from minicompiler.codegen.body import BodyWriter, in_place_params, input_params, output_params, param_name
 from minicompiler.codegen.common import (
     CodegenError,
     CodeWriter,
@@ -330,6 +330,8 @@ def kernel_source(kernel: Kernel, dynamic: bool = False) -> CodeWriter:
     params += [f"int64_t {a.param}" for a in ops.sizes.arguments(input_params(kernel), output_params(kernel))]
     w.line(f'extern "C" void {kernel.name}({", ".join(params)}) {{')
     with w.indent():
+        for param, out, node in in_place_params(kernel):  # derived from the output's pointer: no __restrict__ broken
+            w.line(f"const {STORAGE_TYPES[node.meta.dtype]}* {param} = {out};  // {node.name} is written in place")
         parallel = _parallel_clause(ops.sizes)
         if kernel.kind == "pointwise" and _uses_fast_trig(kernel):
             _blocked_loop(ops, parallel)

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 import torch
 
-from minicompiler.codegen.body import BodyWriter, input_params, output_params, param_name
+from minicompiler.codegen.body import BodyWriter, in_place_params, input_params, output_params, param_name
 from minicompiler.codegen.common import (
     CodegenError,
     CodeWriter,
@@ -325,6 +325,8 @@ def kernel_source(kernel: Kernel, dynamic: bool = False) -> CodeWriter:
     w.line(f"@triton.jit(do_not_specialize={sizes})" if sizes else "@triton.jit")
     w.line(f"def {kernel.name}({', '.join(params)}):")
     with w.indent():
+        for param, out, node in in_place_params(kernel):
+            w.line(f"{param} = {out}  # {node.name} is written in place")
         rows = ops.sizes.rows
         if kernel.kind == "pointwise":
             w.line(f"xindex = {program} * BLOCK + tl.arange(0, BLOCK)")

@@ -127,6 +127,9 @@ def _kernel_lines(kernel: Kernel, w: _Writer, launch: Launch, dynamic: bool) -> 
         sources = [a.source(None if a.buffer is None else w.names[a.buffer]) for a in read]
         lines.append(f"    {', '.join(a.param for a in read)} = {', '.join(sources)}")
     for buffer in kernel.outputs:
+        if buffer.into is not None:  # the kernel overwrites the input with its new value (fuse/in_place.py)
+            lines.append(f"    {w.names[buffer.node]} = {w.names[buffer.into]}  # written in place")
+            continue
         device = "" if buffer.node.meta.device.type == "cpu" else f", device={str(buffer.node.meta.device)!r}"
         shape = [size_code(size) for size in sizes.of_shape(buffer.shape)]  # numbers, size0, ... or s0
         shape_text = f"({shape[0]},)" if len(shape) == 1 else f"({', '.join(shape)})"

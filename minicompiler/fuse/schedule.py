@@ -37,6 +37,7 @@ class Buffer:
     node: Node
     origin: BufferOrigin
     reasons: tuple[str, ...] = ()
+    into: Node | None = None  # a changed input whose memory the kernel stores this new value in (in_place.py)
 
     @property
     def name(self) -> str:
@@ -55,7 +56,8 @@ class Buffer:
         return self.node.meta.stride()
 
     def __str__(self) -> str:
-        why = f"  ({'; '.join(self.reasons)})" if self.reasons else ""
+        reasons = self.reasons + ((f"written in place into {self.into.name}",) if self.into is not None else ())
+        why = f"  ({'; '.join(reasons)})" if reasons else ""
         return f"{self.name}: {self.node.meta} {self.origin}{why}"
 
 
@@ -149,6 +151,7 @@ class Schedule:
     steps: list[Step]
     buffers: dict[Node, Buffer]
     decisions: list[FusionDecision]
+    written_back: list[str] = field(default_factory=list)  # per changed input: in place, or copied and why
 
     @property
     def kernels(self) -> list[Kernel]:
@@ -162,4 +165,6 @@ class Schedule:
         lines = ["steps:"] + [f"  {step}" for step in self.steps]
         lines += ["buffers:"] + [f"  {b}" for b in self.buffers.values()]
         lines += ["decisions:"] + [f"  {d}" for d in self.decisions]
+        if self.written_back:
+            lines += ["changed inputs:"] + [f"  {note}" for note in self.written_back]
         return "\n".join(lines)

@@ -13,9 +13,12 @@ reason. Buffer planning (what is stored, and why) runs on the finished steps.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 
 from minicompiler.fuse.buffers import plan_buffers
+from minicompiler.fuse.in_place import plan_in_place
 from minicompiler.fuse.rules import can_fuse, iteration_space, kernel_refusal, view_refusal
 from minicompiler.fuse.schedule import Alias, ExternCall, FusionDecision, Kernel, Schedule, Step
 from minicompiler.ir.graph import Graph, Node
@@ -30,12 +33,14 @@ class FuseError(ValueError):
     """The graph holds something `fuse` cannot schedule (a composite or unknown op)."""
 
 
-def fuse(graph: Graph) -> Schedule:
-    """Group `graph` (primitive ops only) into kernels, extern calls and aliases."""
+def fuse(graph: Graph, written_back: Mapping[Node, Node] | None = None) -> Schedule:
+    """Group `graph` (primitive ops only) into kernels, extern calls and aliases. `written_back`
+    maps new values of inputs the graph changes to those inputs: a kernel may store one straight
+    into its input's memory (see in_place.py)."""
     scheduler = _Scheduler(graph)
     for node in graph.compute_nodes():
         scheduler.visit(node)
-    return scheduler.finish()
+    return scheduler.finish(written_back or {})
 
 
 def _start_kernel(node: Node) -> Kernel:
@@ -242,12 +247,13 @@ class _Scheduler:
             self.owner[member] = later
         self.decisions.append(FusionDecision(producer, node, True, "merged its kernel: same iteration space"))
 
-    def finish(self) -> Schedule:
+    def finish(self, written_back: Mapping[Node, Node]) -> Schedule:
         used: set[str] = set()
         for kernel in (s for s in self.steps if isinstance(s, Kernel)):
             kernel.name = _kernel_name(kernel, used)
         buffers = plan_buffers(self.graph, self.steps)
-        return Schedule(self.graph, self.steps, buffers, self.decisions)
+        notes = plan_in_place(self.steps, buffers, written_back)
+        return Schedule(self.graph, self.steps, buffers, self.decisions, notes)
 
 
 def _step_inputs(step: Step) -> list[Node]:
