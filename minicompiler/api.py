@@ -420,10 +420,15 @@ def _write_back(inputs: list[torch.Tensor], mutated: list[int], new_values: list
     statistics): copy each new value into the caller's tensor, in the order eager changed them."""
     if not mutated:
         return
+    written_in_place = []
     with torch.no_grad():  # an update of a buffer is not part of what autograd differentiates
         for index, value in zip(mutated, new_values, strict=True):
-            if value is not inputs[index]:  # else a kernel wrote it in place (fuse/in_place.py)
+            if value is inputs[index]:  # a kernel wrote it in place (fuse/in_place.py)
+                written_in_place.append(value)
+            else:
                 inputs[index].copy_(value)
+    if written_in_place:  # as copy_ would: autograd (and layout.py's weight copies) see them changed
+        torch.autograd.graph.increment_version(written_in_place)
 
 
 def _run_rest_for_real(point: ResumePoint, frame: RealFrame) -> Any:

@@ -68,6 +68,19 @@ def test_in_place_result_is_the_input_itself_as_in_eager() -> None:
     torch.testing.assert_close(x, expected)
 
 
+def test_written_in_place_counts_as_a_change_for_autograd() -> None:
+    """The kernel writes through a pointer, so the runtime bumps the version counter as copy_ would:
+    a backward that saved the old value refuses to run, as in eager."""
+    compiled = minicompiler.compile(lambda x, y: x.add_(y), backend="cpp")
+    w, x = torch.randn(5, requires_grad=True), torch.randn(5)
+    loss = (w * x).sum()  # saves x for w's gradient
+    version = x._version
+    compiled(x, torch.randn(5))
+    assert x._version > version
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
 def test_mutated_views_of_a_larger_tensor() -> None:
     """A contiguous slice is written in place (its base changes, as in eager); a strided slice,
     whose new value the kernel lays out row-major, keeps the copy."""
