@@ -45,6 +45,8 @@ def environment(device: str) -> dict[str, Any]:
         "torch": torch.__version__,
         "date": time.strftime("%Y-%m-%d"),
     }
+    if device == "cpu":  # on a shared machine, how busy it was: times scale with it
+        info["load_average_1min"] = round(os.getloadavg()[0], 2)
     try:
         import triton
 

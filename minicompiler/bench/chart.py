@@ -63,3 +63,22 @@ def write_html(path: Any, environment: dict[str, Any], rows: list[dict[str, Any]
         parts.append(f"<h2>profiles</h2><pre>{html.escape(profiles)}</pre>")
     path.write_text("<!doctype html><html><head><meta charset='utf-8'><title>minicompiler benchmark</title>"
                     "</head><body>" + "\n".join(parts) + "</body></html>\n")
+
+
+def main() -> None:
+    """python -m minicompiler.bench.chart RESULTS.json: (re)draw RESULTS.html from a benchmark's JSON."""
+    import json
+    import sys
+    from pathlib import Path
+
+    from minicompiler.bench.suite import format_profiles, format_rows
+
+    path = Path(sys.argv[1])
+    data = json.loads(path.read_text())
+    models = data.get("models", [])
+    write_html(path.with_suffix(".html"), data["environment"], models, format_rows(models), format_profiles(models))
+    print(f"wrote {path.with_suffix('.html')}")
+
+
+if __name__ == "__main__":
+    main()
