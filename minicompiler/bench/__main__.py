@@ -145,7 +145,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--repeats", type=int, default=None, help="timed batches per median (default 20, quick 5)")
     parser.add_argument("--no-torch-compile", action="store_true", help="skip the torch.compile columns")
-    parser.add_argument("--only", action="append", help="run only workloads/models whose name contains this")
+    parser.add_argument("--only", action="append",
+                        help="run only workloads/models whose name contains this (with a final $: is this)")
     parser.add_argument("--quick", action="store_true", help="smaller models and fewer repeats")
     parser.add_argument("--modes", default=None,
                         help="comma-separated compile modes for the models (default: default,reduce-overhead,"

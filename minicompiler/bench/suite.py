@@ -27,13 +27,18 @@ def run_models(device: str, modes: list[str], tasks: list[str], only: list[str] 
                vs_torch: bool, profile: bool, deadline: float, on_row: Callable[[dict[str, Any]], None]) -> None:
     chosen = compilers(modes, vs_torch)
     for case in CASES:
-        if only and not any(s in case.name for s in only):
+        if only and not any(matches(case.name, pattern) for pattern in only):
             continue
         if time.perf_counter() > deadline:
             on_row({"model": case.name, "family": case.family, "skipped": "deadline reached before it started"})
             continue
         for task in tasks:
             on_row(_run_case(case, task, device, quick, repeats, chosen, profile))
+
+
+def matches(name: str, pattern: str) -> bool:
+    """--only: a part of the name, or with a final `$` the whole name ("ResNet-18 b1$" is not b16)."""
+    return name == pattern[:-1] if pattern.endswith("$") else pattern in name
 
 
 def _run_case(case: ModelCase, task: str, device: str, quick: bool, repeats: int, chosen: dict,
@@ -62,14 +67,14 @@ def _run_case(case: ModelCase, task: str, device: str, quick: bool, repeats: int
 def format_rows(rows: list[dict[str, Any]]) -> str:
     """The table: ms per call (and, beside each compiler, its speedup over eager and first call s)."""
     names = list(dict.fromkeys(c for r in rows for c in r.get("results", {})))
-    header = f"{'model':38} {'task':9} " + " ".join(f"{n[:26]:>26}" for n in names)
+    header = f"{'model':38} {'task':9} " + " ".join(f"{n[:30]:>30}" for n in names)
     lines = [header, "-" * len(header)]
     for row in rows:
         if "skipped" in row:
             lines.append(f"{row['model']:38} {row.get('task', ''):9} skipped: {row['skipped']}")
             continue
         cells = [_cell(row["results"].get(n), row["results"].get("eager")) for n in names]
-        lines.append(f"{row['model']:38} {row['task']:9} " + " ".join(f"{c:>26}" for c in cells))
+        lines.append(f"{row['model']:38} {row['task']:9} " + " ".join(f"{c:>30}" for c in cells))
     lines.append("cells: ms per call [speedup over eager] (first call s); WRONG: result differs from eager; "
                  "ERR: failed (see JSON)")
     return "\n".join(lines)

@@ -65,3 +65,10 @@ def test_every_issue_workload_is_listed() -> None:
     for wanted in ("MLP", "MiniTransformer (", "MiniTransformer masked", "ResNet-18 b1", "ResNet-18 b16", "BERT",
                    "seed 003 CNN", "resnet50", "efficientnet", "convnext", "mobilenet", "vit"):
         assert wanted in names
+
+
+def test_only_matches_parts_or_whole_names() -> None:
+    from minicompiler.bench.suite import matches
+
+    assert matches("ResNet-18 b16", "ResNet-18 b1") and not matches("ResNet-18 b16", "ResNet-18 b1$")
+    assert matches("ResNet-18 b1", "ResNet-18 b1$")
