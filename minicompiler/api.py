@@ -50,6 +50,8 @@ MODES = {
 }
 # torch.compile(options=...) keys understood (TorchInductor's names), and which switch each sets
 OPTIONS = {"triton.cudagraphs": 0, "max_autotune": 1}
+# and TorchInductor's layout optimization: convolutions channels-last (layout.py); unset: on CUDA only
+LAYOUT_OPTION = "layout_optimization"
 CACHE_SIZE_LIMIT = 8
 MAX_SIZES_PER_ENTRY = 32  # graphs kept per dynamic entry (one per set of sizes seen)
 
@@ -389,7 +391,7 @@ class CompiledFunction:
         compiled = compile_graph(
             captured.graph, backend, time.perf_counter() - start, strict=self.backend != "auto",
             dynamic=bool(captured.dynamic_inputs), cuda_graphs=self.cuda_graphs, autotune=self.autotune,
-            written_back=captured.mutated_inputs,
+            written_back=captured.mutated_inputs, channels_last=self.options.get(LAYOUT_OPTION),
         )
         if prepare:
             compiled.program_for(captured.fetch_inputs(args, kwargs))
@@ -470,7 +472,8 @@ def compile(
     dynamic: True: sizes may change without recompiling; None: a size that changed once is
              treated as dynamic from the recompile on; False: every size is guarded.
     fullgraph: raise GraphBreakError instead of falling back to eager when capture stops.
-    options: instead of a mode, {"triton.cudagraphs": bool, "max_autotune": bool}.
+    options: instead of a mode, {"triton.cudagraphs": bool, "max_autotune": bool}; also
+             {"layout_optimization": bool}: convolutions channels-last (default: on CUDA only).
     disable: return `fn` itself, uncompiled.
     """
     if backend not in BACKENDS:
@@ -506,10 +509,11 @@ def _switches(mode: str, options: dict[str, Any]) -> tuple[bool, bool]:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     if options and mode != "default":
         raise ValueError("give a mode or options, not both (as torch.compile)")
-    if unknown := sorted(set(options) - set(OPTIONS)):
+    if unknown := sorted(set(options) - set(OPTIONS) - {LAYOUT_OPTION}):
         raise ValueError(f"unknown option(s) {', '.join(unknown)}; minicompiler understands "
-                         f"{', '.join(OPTIONS)}")
+                         f"{', '.join([*OPTIONS, LAYOUT_OPTION])}")
     switches = list(MODES[mode])
     for key, value in options.items():
-        switches[OPTIONS[key]] = bool(value)
+        if key in OPTIONS:
+            switches[OPTIONS[key]] = bool(value)
     return switches[0], switches[1]

@@ -22,16 +22,32 @@ from __future__ import annotations
 import dataclasses
 
 import torch
+from torch.utils.weak import WeakIdKeyDictionary
 
-from minicompiler.ir import OPS, Graph, Node, map_structure
+from minicompiler.ir import OPS, Graph, Node, TensorMeta, map_structure
 
 CHANNELS_LAST = torch.channels_last
 CONVOLUTIONS = (torch.conv2d, torch.conv_transpose2d)
 
 
-def assign_layouts(graph: Graph) -> list[str]:
-    """Give nodes that torch makes channels-last that layout (their metas change in place);
-    one note per node changed."""
+def assign_layouts(graph: Graph, convolutions_channels_last: bool = False, keep_last: int = 0) -> list[str]:
+    """Give nodes that torch makes channels-last that layout (their metas change in place); one
+    note per node changed. `convolutions_channels_last`: the layout optimization (see below);
+    the graph's last `keep_last` outputs (a forward's saved tensors) may keep the layout chosen."""
+    if not convolutions_channels_last or not _convolutions(graph):
+        return _follow_torch(graph, set())
+    original = {node: node.meta for node in graph.nodes}
+    _follow_torch(graph, set())  # eager's layouts: what the graph's outputs must have
+    eager = {node: node.meta for node in graph.output_nodes()}
+    for node, meta in original.items():
+        node.meta = meta
+    notes = _convert_weights(graph)
+    notes += _follow_torch(graph, _convolution_operands(graph), every_convolution=True)
+    return notes + _outputs_as_eager(graph, eager, keep_last)
+
+
+def _follow_torch(graph: Graph, wanted: set[Node], every_convolution: bool = False) -> list[str]:
+    """Channels-last for each node torch would make so, and for the `wanted` pointwise nodes."""
     users = graph.users()
     notes = []
     for node in graph.compute_nodes():
@@ -39,10 +55,78 @@ def assign_layouts(graph: Graph) -> list[str]:
             continue
         if any(user.op != "output" and OPS[user.op].kind == "view" for user in users[node]):
             continue
-        if _torch_makes_channels_last(node):
+        if node in wanted:
+            node.meta = dataclasses.replace(node.meta, strides=channels_last_strides(node.meta.shape))
+            notes.append(f"{node.name}: channels-last, as the convolution reading it runs")
+        elif _torch_makes_channels_last(node, every_convolution):
             node.meta = dataclasses.replace(node.meta, strides=channels_last_strides(node.meta.shape))
             notes.append(f"{node.name}: channels-last, as torch lays it out")
     return notes
+
+
+# -- the layout optimization ----------------------------------------------------------------
+# cuDNN's convolutions run fastest on channels-last tensors (NHWC: its tensor-core kernels want
+# the channels innermost); given row-major ones it converts them itself, on every call. As
+# torch.compile does on GPUs, every convolution is made to run channels-last: a weight (a
+# parameter, so the same tensor every call) is converted once and the copy kept until the
+# weight changes (`channels_last_copy`); activations between convolutions are computed
+# channels-last by the kernels that write them; and the graph's outputs get eager's layout back.
+
+
+def _convolutions(graph: Graph) -> list[Node]:
+    return [n for n in graph.compute_nodes() if n.op == "torch_call" and n.args[0] in CONVOLUTIONS
+            and _concrete_4d(n)]
+
+
+def _convolution_operands(graph: Graph) -> set[Node]:
+    """The pointwise nodes that convolutions read (input or weight): their kernels may as well
+    write them channels-last."""
+    operands = {a for conv in _convolutions(graph) for a in conv.args[1:3] if isinstance(a, Node)}
+    return {n for n in operands if n.op != "placeholder" and OPS[n.op].kind == "pointwise"}
+
+
+def _convert_weights(graph: Graph) -> list[str]:
+    """Weights that are graph inputs (parameters): read channels-last (the wrapper passes a
+    converted copy, see `channels_last_copy`). Not a weight a view reads (its strides were worked
+    out row-major), nor one the graph outputs (a caller would get the copy)."""
+    users, outputs = graph.users(), set(graph.output_nodes())
+    notes = []
+    for conv in _convolutions(graph):
+        weight = conv.args[2]
+        if (not isinstance(weight, Node) or weight.op != "placeholder" or not _concrete_4d(weight)
+                or is_channels_last(weight) or weight in outputs
+                or any(OPS[u.op].kind == "view" for u in users[weight] if u.op != "output")):
+            continue
+        weight.meta = dataclasses.replace(weight.meta, strides=channels_last_strides(weight.meta.shape))
+        notes.append(f"{weight.name}: converted to channels-last once, and again only when it changes")
+    return notes
+
+
+def _outputs_as_eager(graph: Graph, eager: dict[Node, TensorMeta], keep_last: int) -> list[str]:
+    """What the caller sees is laid out as eager's would be: a kernel writes its output so, an
+    extern's result is copied (`.contiguous()` in the wrapper)."""
+    outputs = graph.output_nodes()
+    notes = []
+    for node in dict.fromkeys(outputs[: len(outputs) - keep_last]):
+        if node.op != "placeholder" and node.meta.stride() != eager[node].stride():
+            node.meta = dataclasses.replace(node.meta, strides=eager[node].strides)
+            notes.append(f"{node.name}: back to eager's layout, as a graph output")
+    return notes
+
+
+def channels_last_copy(tensor: torch.Tensor) -> torch.Tensor:
+    """`tensor` channels-last: itself if it is, else a copy kept (weakly, per tensor) and made
+    again only when the tensor changes (its memory or version counter: an optimizer step)."""
+    if tensor.is_contiguous(memory_format=CHANNELS_LAST):
+        return tensor
+    state = (tensor.data_ptr(), tensor._version)
+    kept = _COPIES.get(tensor)
+    if kept is None or kept[0] != state:
+        kept = _COPIES[tensor] = (state, tensor.detach().contiguous(memory_format=CHANNELS_LAST))
+    return kept[1]
+
+
+_COPIES: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> (its data_ptr and version, its copy)
 
 
 def follow_saved_layouts(forward: Graph, backward: Graph, count: int) -> None:
@@ -71,7 +155,9 @@ def _concrete_4d(node: Node) -> bool:
     return node.meta is not None and node.meta.ndim == 4 and all(isinstance(s, int) for s in node.meta.shape)
 
 
-def _torch_makes_channels_last(node: Node) -> bool:
+def _torch_makes_channels_last(node: Node, every_convolution: bool = False) -> bool:
+    if node.op == "torch_call" and node.args[0] in CONVOLUTIONS and every_convolution:
+        return True  # its weight is (made) channels-last
     if not any(is_channels_last(a) for a in node.inputs()):
         return False  # no channels-last input: torch's result is row-major
 

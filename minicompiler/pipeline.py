@@ -70,6 +70,8 @@ class CompiledGraph:
     # those inputs at once (so CUDA graphs may lend them rather than clone them); a kernel may
     # instead store a new value straight into its input (fuse/in_place.py), leaving nothing to copy
     written_back: tuple[int, ...] = ()
+    # convolutions made channels-last (layout.py's layout optimization); None: on CUDA only
+    channels_last: bool | None = None
     artifacts: dict[str, Any] = field(default_factory=dict)  # stage name -> its result
     _inference: Runner | None = None
     _training: Runner | None = None
@@ -124,7 +126,8 @@ class CompiledGraph:
         start = time.perf_counter()
         graph, casts = apply_autocast(self.graph, inputs)
         variant = compile_graph(graph, self.backend, time.perf_counter() - start, self.strict, self.dynamic,
-                                self.requires_grad, self.cuda_graphs, self.autotune, self.written_back)
+                                self.requires_grad, self.cuda_graphs, self.autotune, self.written_back,
+                                self.channels_last)
         device, dtype = region
         variant.report.variant = f"torch.autocast({device!r}, dtype={dtype}): {casts} casts added"
         self.report.variants.append(variant.report)
@@ -166,7 +169,7 @@ class CompiledGraph:
                 record.text += f"\nrecomputed in the backward (checkpointed): {', '.join(recomputed)}"
             self._record_autograd(joint, forward, backward, saved)
             forward, backward = simplify(forward), simplify(backward)
-            run_forward = self._lower(forward, " (forward)", fallback=False)
+            run_forward = self._lower(forward, " (forward)", fallback=False, keep_last=len(saved))
             follow_saved_layouts(forward, backward, len(saved))  # saved tensors arrive as the forward laid them out
             run_backward = self._lower(backward, " (backward)", fallback=False)
         except (NotDifferentiable, CodegenError) as error:
@@ -181,12 +184,16 @@ class CompiledGraph:
                               joint, saved)
 
     def _lower(self, graph: Graph, stage_suffix: str, fallback: bool = True,
-               written_back: dict[Node, Node] | None = None) -> Runner | None:
+               written_back: dict[Node, Node] | None = None, keep_last: int = 0) -> Runner | None:
         """fuse + generate (+ autotune); None (and the reason in the report) if codegen fails and
-        may fall back. `written_back`: new values a kernel may store into their inputs."""
+        may fall back. `written_back`: new values a kernel may store into their inputs;
+        `keep_last`: the last outputs are saved tensors (any layout will do)."""
         report = self.report
         start = time.perf_counter()
-        if notes := assign_layouts(graph):  # channels-last kept where torch keeps it; a step only if any
+        on_cuda = any(p.meta is not None and p.meta.device.type == "cuda" for p in graph.inputs)
+        convolutions_channels_last = on_cuda if self.channels_last is None else self.channels_last
+        # channels-last kept where torch keeps it (and, optimizing, for convolutions); a step only if any
+        if notes := assign_layouts(graph, convolutions_channels_last, keep_last):
             report.stages.append(StageRecord("layout" + stage_suffix, time.perf_counter() - start, "\n".join(notes),
                                              language="text"))
         schedule, record = _timed(report, "fuse" + stage_suffix, lambda: fuse(graph, written_back))
@@ -267,6 +274,7 @@ def compile_graph(
     cuda_graphs: bool = False,
     autotune: bool = False,
     written_back: Sequence[int] = (),
+    channels_last: bool | None = None,
 ) -> CompiledGraph:
     """Take one captured graph through the stages for `backend` ("cpp", "triton" or "eager").
 
@@ -276,6 +284,7 @@ def compile_graph(
     cuda_graphs: replay the generated programs from CUDA graphs (mode="reduce-overhead").
     autotune: time Triton launch configs on the first call of each program (mode="max-autotune").
     written_back: the graph's last outputs are new values of the inputs at these positions.
+    channels_last: run convolutions channels-last (layout.py); None: on CUDA only.
     If code generation fails, `strict` re-raises the CodegenError; otherwise the graph runs with
     torch ops and the report says why."""
     report = GraphReport(backend)
@@ -285,7 +294,7 @@ def compile_graph(
     if requires_grad is None:
         requires_grad = [p.meta is not None and p.meta.requires_grad for p in graph.inputs]
     compiled = CompiledGraph(graph, backend, report, list(requires_grad), strict, dynamic, cuda_graphs, autotune,
-                             tuple(written_back), {"capture": graph})
+                             tuple(written_back), channels_last, {"capture": graph})
     if backend == "eager":
         return compiled
     graph = _replace_patterns(report, graph)

@@ -5,6 +5,8 @@ which buffers are channels-last. CUDA: the same through Triton (skipped without 
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -85,3 +87,72 @@ def test_row_major_stays_row_major() -> None:
 @pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
 def test_channels_last_kept_on_cuda(training: bool) -> None:
     check_channels_last("cuda", training)
+
+
+# -- the layout optimization: convolutions made channels-last (on CUDA by default) ---------------
+def row_major_net(device: str) -> nn.Module:
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 6, 3, padding=1),
+                         nn.ReLU(), nn.Conv2d(6, 4, 1)).to(device)
+
+
+def same_layout(ours: torch.Tensor, theirs: torch.Tensor) -> bool:
+    """Equal strides along every dim of size > 1: a dim of size 1 is never stepped along, so its
+    stride means nothing (torch's is_contiguous ignores it too; the weight gradient of a 1x1
+    convolution run channels-last differs from eager's there only)."""
+    return ours.shape == theirs.shape and all(
+        n == 1 or a == b for n, a, b in zip(ours.shape, ours.stride(), theirs.stride(), strict=True))
+
+
+def check_optimized_layout(device: str, options: dict | None) -> None:
+    """Row-major model and input; every call's values and strides equal eager's, also after the
+    weights change in place (the channels-last copies are made again)."""
+    net = row_major_net(device).eval()
+    compiled = minicompiler.compile(net, options=options)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(2, 3, 9, 11, device=device)
+            out, expected = compiled(x), net(x)
+            torch.testing.assert_close(out, expected)
+            assert out.stride() == expected.stride()
+            net[3].weight.mul_(-1.5)  # as an optimizer step would
+    graph = compiled.report.graphs[0]
+    assert "3_weight: converted to channels-last once" in graph.stage("layout").text
+    assert "back to eager's layout, as a graph output" in graph.stage("layout").text
+    assert "channels_last_copy(" in graph.stage("codegen").text
+
+
+def test_layout_optimization_forced_on_cpu() -> None:
+    check_optimized_layout("cpu", {"layout_optimization": True})
+
+
+def test_layout_optimization_off_on_cpu_by_default() -> None:
+    net = row_major_net("cpu").eval()
+    compiled = minicompiler.compile(net)
+    with torch.no_grad():
+        compiled(torch.randn(1, 3, 5, 5))
+    assert not any(s.name == "layout" for s in compiled.report.graphs[0].stages)
+
+
+def test_layout_optimization_training_gradients_equal_eager() -> None:
+    net = row_major_net("cpu")
+    eager = copy.deepcopy(net)
+    compiled = minicompiler.compile(net, options={"layout_optimization": True})
+    for _ in range(2):
+        x = torch.randn(2, 3, 9, 11, requires_grad=True)
+        x_eager = x.detach().clone().requires_grad_()
+        out, expected = compiled(x), eager(x_eager)
+        torch.testing.assert_close(out, expected)
+        assert out.stride() == expected.stride()
+        out.square().sum().backward()
+        expected.square().sum().backward()
+        torch.testing.assert_close(x.grad, x_eager.grad)
+        assert x.grad.stride() == x_eager.grad.stride()
+        for ours, theirs in zip(net.parameters(), eager.parameters(), strict=True):
+            torch.testing.assert_close(ours.grad, theirs.grad)
+            assert same_layout(ours.grad, theirs.grad), (ours.grad.stride(), theirs.grad.stride())
+    assert any(s.name.startswith("layout") for s in compiled.report.graphs[0].stages)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_layout_optimization_on_by_default_on_cuda() -> None:
+    check_optimized_layout("cuda", None)

@@ -17,6 +17,7 @@ from minicompiler.codegen.wrapper import Launch, wrapper_source
 from minicompiler.fuse.schedule import Schedule
 from minicompiler.ir.graph import SourceLoc
 from minicompiler.ir.printer import OPS_NAMESPACE
+from minicompiler.layout import channels_last_copy
 from minicompiler.runtime import loader
 from minicompiler.runtime.triton_launch import FastLauncher
 
@@ -74,7 +75,8 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
         launchers = {k.name: _launcher(getattr(module, k.name)) for k in kernels}
         launch = functools.partial(triton.call_source, dynamic=dynamic, configs=launch_configs)
     wrapper_text, constants = wrapper_source(schedule, launch, dynamic)
-    namespace = {"torch": torch, "ops": OPS_NAMESPACE, **launchers, **constants}
+    namespace = {"torch": torch, "ops": OPS_NAMESPACE, "channels_last_copy": channels_last_copy,  # layout.py
+                 **launchers, **constants}
     return CompiledModule(
         backend=backend,
         wrapper_source=wrapper_text,

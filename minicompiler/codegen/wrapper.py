@@ -39,7 +39,7 @@ from minicompiler.layout import is_channels_last
 # Extern ops whose result is always a fresh contiguous tensor. Any other extern (cat,
 # torch_call) may hand back another layout, while kernels read it as contiguous.
 CONTIGUOUS_EXTERNS = frozenset({"matmul", "addmm", "bmm", "clone", "reshape"})
-RESERVED = frozenset({"torch", "ops", "inputs", "call", "float"})
+RESERVED = frozenset({"torch", "ops", "inputs", "call", "float", "channels_last_copy"})
 GENERATED_NAME = re.compile(r"(const_|size|s)[0-9]+")
 LITERALS = (type(None), bool, int, float, str, torch.dtype, torch.device)
 
@@ -99,6 +99,9 @@ def wrapper_source(schedule: Schedule, launch: Launch, dynamic: bool = False) ->
         unpacked = ", ".join(w.names[p] for p in schedule.graph.inputs)
         lines.append(f"    {unpacked}{',' if len(schedule.graph.inputs) == 1 else ''} = inputs")
         lines += _symbol_lines(schedule, w)
+    for p in schedule.graph.inputs:  # read channels-last (layout.py): a weight's copy, made once
+        if is_channels_last(p):
+            lines.append(f"    {w.names[p]} = channels_last_copy({w.names[p]})")
     for step in schedule.steps:
         if isinstance(step, Kernel):
             lines += _kernel_lines(step, w, launch, dynamic)
