@@ -50,6 +50,7 @@ from minicompiler.capture.side_effects import AttributeWrites
 from minicompiler.capture.sources import Source
 from minicompiler.capture.tensor import TensorVariable
 from minicompiler.capture.torch_queries import check as _registers_torch_queries  # noqa: F401 (its tables)
+from minicompiler.capture.torch_views import needs_grad
 from minicompiler.capture.variables import (
     ConstantVariable,
     DictVariable,
@@ -89,6 +90,7 @@ class CaptureState:
         self.log = BytecodeLog()
         self.trace = TraceLog()
         self.allow_breaks = False  # may the compiled function's own frame end at a graph break?
+        self.no_grad_depth = 0  # inside how many `with torch.no_grad():` blocks the capture is now
         # Which dims of an input tensor are dynamic (guarded as "any size >= 2"), by its source path
         self.dynamic_dims: Callable[[str, torch.Tensor], tuple[int, ...]] = lambda path, tensor: ()
         self.dynamic_inputs: list[tuple[Source, tuple[int, ...]]] = []  # those that have any
@@ -115,7 +117,12 @@ class CaptureState:
 
     def add_guard(self, guard: Guard, source: Source) -> None:
         """Keep `guard` (once), unless `source` always gives the same object anyway."""
-        if not source.fixed and guard.description not in self._guard_texts:
+        if not source.fixed:
+            self.keep_guard(guard)
+
+    def keep_guard(self, guard: Guard) -> None:
+        """Keep `guard` once (also one on global state, e.g. grad mode, that the captured code read)."""
+        if guard.description not in self._guard_texts:
             self._guard_texts.add(guard.description)
             self.guards.append(guard)
 
@@ -227,6 +234,8 @@ class CaptureState:
     # -- lowering results -> Variables ----------------------------------------------------
     def wrap_result(self, result: Any) -> Variable:
         if isinstance(result, Node):
+            if self.no_grad_depth and needs_grad(result):  # made under no_grad: no gradient flows back through it
+                result = self.graph.call("detach", result)
             return self._tensor_result(result)
         if isinstance(result, (tuple, list)):
             items = [self.wrap_result(r) for r in result]

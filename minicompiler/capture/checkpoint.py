@@ -21,8 +21,8 @@ import torch.utils.checkpoint
 from minicompiler.autograd.partition import CHECKPOINT
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.tensor import TensorVariable
+from minicompiler.capture.torch_views import needs_grad
 from minicompiler.capture.variables import Variable
-from minicompiler.ir import Node
 
 if TYPE_CHECKING:
     from minicompiler.capture.frame import Tracer
@@ -40,7 +40,7 @@ def checkpoint(tx: Tracer, fn: Variable, *args: Variable, **kwargs: Variable) ->
     if own.get("use_reentrant") is not False:  # None means True, as in torch
         if kwargs:
             raise Unsupported("reentrant checkpoint() with keyword arguments (torch raises ValueError)")
-        if not any(isinstance(a, TensorVariable) and _needs_grad(a.node) for a in args):
+        if not any(isinstance(a, TensorVariable) and needs_grad(a.node) for a in args):
             raise Unsupported("reentrant checkpoint() where no tensor argument requires grad: "
                               "torch gives its parameters no gradient")
     graph = tx.state.graph
@@ -51,17 +51,3 @@ def checkpoint(tx: Tracer, fn: Variable, *args: Variable, **kwargs: Variable) ->
         if node not in before and node.op != "placeholder":  # parameters first read inside stay inputs
             node.tags[CHECKPOINT] = region  # the partition's promise to recompute
     return result
-
-
-def _needs_grad(node: Node) -> bool:
-    """Does `node` depend on a graph input that requires grad? (Capture keeps requires_grad on
-    inputs only.)"""
-    seen, todo = set(), [node]
-    while todo:
-        current = todo.pop()
-        if current.op == "placeholder" and current.meta.requires_grad:
-            return True
-        if current not in seen:
-            seen.add(current)
-            todo.extend(current.inputs())
-    return False

@@ -111,11 +111,19 @@ class FlowOpcodes(Frame):
     # -- `with` ---------------------------------------------------------------------------
     def BEFORE_WITH(self, inst: dis.Instruction) -> None:
         manager = self.pop()
-        if not isinstance(manager, GradModeVariable):
-            raise Unsupported(f"`with` on {manager.describe()} is not captured (only torch.no_grad / "
-                              "enable_grad)")
-        self.push(manager.exit_variable())
-        self.push(manager.enter(self))
+        if isinstance(manager, GradModeVariable):
+            self.push(manager.exit_variable())
+            self.push(manager.enter(self))
+            return
+        # any other manager (e.g. contextlib.nullcontext, a library's own class): its __enter__ and
+        # __exit__ are inlined like other methods, or the `with` breaks with the reason they give
+        try:
+            exit_method = manager.getattr(self, "__exit__")
+            entered = manager.call_method(self, "__enter__", [], {})
+        except Unsupported as error:
+            raise Unsupported(f"`with` on {manager.describe()} is not captured: {error}") from error
+        self.push(exit_method)
+        self.push(entered)
 
     def IMPORT_NAME(self, inst: dis.Instruction) -> None:
         # `import a.b` inside a function: a module already imported is a constant (the import

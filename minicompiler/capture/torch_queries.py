@@ -4,7 +4,9 @@ Libraries test `torch.compiler.is_compiling()` to take paths that compile well (
 Python-side caches, no data-dependent checks), as they do under torch.compile; during capture
 the answer is True. `torch._check(cond)` and friends assert a Python condition: one that holds
 at capture time holds for every call the guards admit, so it leaves nothing in the graph (it is
-handled like a builtin, so that its message may be a function).
+handled like a builtin, so that its message may be a function). Questions about global state
+(is grad mode on? is autocast on?) are answered with the state at capture time, and a guard
+checks on every call that the answer still holds.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import torch
 
 from minicompiler.capture.builtins import handles
 from minicompiler.capture.errors import Unsupported
+from minicompiler.capture.guards import Guard
 from minicompiler.capture.torch_ops import lowers
 from minicompiler.capture.variables import ConstantVariable, Variable
 from minicompiler.ir import Graph
@@ -57,3 +60,21 @@ def dtype_info(tx: Tracer, dtype: Variable | None = None) -> Variable:
     # torch.finfo(dtype).min: facts about a dtype, fixed (the dtype is a constant)
     info = torch.finfo if dtype is None or dtype.as_python().is_floating_point else torch.iinfo
     return tx.state.wrap(info(*([] if dtype is None else [dtype.as_python()])), None)
+
+
+def _state_answer(tx: Tracer, question: str, read: Any) -> Variable:
+    answer = read()
+    tx.state.keep_guard(Guard("predicate", f"{question} is {answer}", "global state",
+                                   lambda value: value == answer, lambda args, kwargs: read()))
+    return ConstantVariable(answer)
+
+
+@handles(torch.is_grad_enabled)
+def is_grad_enabled(tx: Tracer) -> Variable:
+    return _state_answer(tx, "torch.is_grad_enabled()", torch.is_grad_enabled)
+
+
+@handles(torch.is_autocast_enabled)
+def is_autocast_enabled(tx: Tracer, device_type: Variable | None = None) -> Variable:
+    device = "cuda" if device_type is None else device_type.as_python()  # no argument: CUDA's, as torch
+    return _state_answer(tx, f"torch.is_autocast_enabled({device!r})", lambda: torch.is_autocast_enabled(device))

@@ -115,10 +115,11 @@ lowers(torch.clone, methods=["clone"])(lambda g, x, memory_format=None: g.call("
 def detach(g: Graph, x: Node) -> Node:
     """The same values; where a gradient could flow, a `detach` node stops it (AOT autograd
     gives it no VJP), elsewhere nothing to do."""
-    return g.call("detach", x) if _needs_grad(x) else x
+    return g.call("detach", x) if needs_grad(x) else x
 
 
-def _needs_grad(node: Node) -> bool:
+def needs_grad(node: Node) -> bool:
+    """Does `node` depend on a graph input that requires grad? (Capture keeps requires_grad on inputs only.)"""
     seen, todo = set(), [node]
     while todo:
         n = todo.pop()
