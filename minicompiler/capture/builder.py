@@ -69,6 +69,16 @@ ALIASING_OPS = {"detach", "reshape", "permute", "expand", "slice", "transpose", 
 MAX_INSTRUCTIONS = 200_000  # unrolling a loop past this is surely a mistake
 
 
+def _memory_of(value: torch.Tensor) -> tuple[str, int] | None:
+    """Where a real tensor's memory lives (its storage's device and address); None when it has
+    no memory of its own to share (no elements, or no plain storage)."""
+    try:
+        storage = value.untyped_storage()
+    except (RuntimeError, NotImplementedError):
+        return None
+    return (str(value.device), storage.data_ptr()) if storage.nbytes() else None
+
+
 def _from_numpy(array: Any, source: Source | None) -> torch.Tensor:
     try:
         return torch.from_numpy(array)
@@ -104,7 +114,10 @@ class CaptureState:
         self._storage_of: dict[Node, int] = {}
         self._tensors_in_storage: Counter[int] = Counter()
         self.input_storages: set[int] = set()
-        self._inputs_by_storage: dict[int, tuple[Node, TensorVariable, Source]] = {}
+        self._input_of: dict[int, tuple[Node, TensorVariable, Source]] = {}  # id(input's variable) -> it
+        # the real memory an input lives in -> its storage number: inputs that alias each other
+        # (a tensor and its view, both alive across a graph break) share one, as in eager
+        self._storage_of_memory: dict[tuple[str, int], int] = {}
         # placeholder -> the variable that holds its new value, in the order eager changes them
         self.mutated_inputs: dict[Node, TensorVariable] = {}
         self.attribute_writes = AttributeWrites()  # obj.name = value on objects from outside
@@ -197,7 +210,7 @@ class CaptureState:
         if dynamic:
             self.dynamic_inputs.append((source, dynamic))
         self.add_guard(tensor_guard(source, value, dynamic), source)
-        return self._register_input(node, source)
+        return self._register_input(node, source, _memory_of(value))
 
     def _input_meta(self, value: torch.Tensor, source: Source, dynamic: tuple[int, ...]) -> TensorMeta:
         """The placeholder's meta: with symbolic sizes, each dynamic dim is a new symbol."""
@@ -216,20 +229,41 @@ class CaptureState:
         node = self.graph.placeholder(source.label or "scalar", TensorMeta((), torch.float64, device))
         return self._register_input(node, source)
 
-    def _register_input(self, node: Node, source: Source) -> TensorVariable:
+    def _register_input(self, node: Node, source: Source, memory: tuple[str, int] | None = None) -> TensorVariable:
+        """A placeholder's variable. Inputs in the same real memory share a storage number, so
+        changing one in place is refused (a break) instead of leaving the other's value stale."""
         self.input_sources.append(source)
-        storage = next(self._storages)
+        storage = self._storage_of_memory.get(memory) if memory is not None else None
+        if storage is None:
+            storage = next(self._storages)
+            if memory is not None:
+                self._storage_of_memory[memory] = storage
         self.input_storages.add(storage)
         self._storage_of[node] = storage
         self._tensors_in_storage[storage] += 1
         var = TensorVariable(node, storage)
-        self._inputs_by_storage[storage] = (node, var, source)
+        self._input_of[id(var)] = (node, var, source)
         return var
 
     def input_source_of(self, var: TensorVariable) -> Source | None:
         """Where `var` came from if it is an input itself (changed in place or not), else None."""
-        node, input_var, source = self._inputs_by_storage.get(var.storage, (None, None, None))
-        return source if input_var is var else None
+        entry = self._input_of.get(id(var))
+        return entry[2] if entry is not None else None
+
+    def storage_root(self, var: TensorVariable) -> tuple[Node, list[Node]]:
+        """The node that owns `var`'s memory and the view nodes that lead from it to `var`
+        (innermost last; none when `var` is that node): how to make `var` again from its base."""
+        chain, node = [], var.node
+        while node.op in ALIASING_OPS and isinstance(node.args[0], Node) \
+                and self._storage_of.get(node.args[0]) == var.storage:
+            chain.append(node)
+            node = node.args[0]
+        return node, chain[::-1]
+
+    def input_in_storage(self, storage: int, node: Node) -> Source | None:
+        """The source of the input whose current value is `node` in `storage`, if any."""
+        return next((source for _, input_var, source in self._input_of.values()
+                     if input_var.storage == storage and input_var.node is node), None)
 
     # -- lowering results -> Variables ----------------------------------------------------
     def wrap_result(self, result: Any) -> Variable:
@@ -277,9 +311,10 @@ class CaptureState:
         return var
 
     def _note_input_mutation(self, var: TensorVariable, what: str) -> None:
-        placeholder, input_var, _ = self._inputs_by_storage[var.storage]
-        if input_var is not var:
+        entry = self._input_of.get(id(var))
+        if entry is None:
             raise Unsupported(f"{what} changes a view of a tensor from outside the function in place")
+        placeholder = entry[0]
         assert placeholder.meta is not None
         if placeholder.meta.requires_grad:  # eager refuses too, unless under no_grad
             raise Unsupported(f"{what} changes a tensor that requires grad in place")

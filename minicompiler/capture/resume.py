@@ -7,6 +7,8 @@ they hold Variables; a `FrameRecipe` says, for each one, how to make the real va
 graph has run:
 
     a tensor the graph computed         -> one of the graph's outputs
+    a view of another tensor            -> made again from its base (an output or an input) by
+                                           the same view ops, so that both share memory as in eager
     a tensor or object from outside     -> read again through its Source (the very same object)
     a constant                          -> the constant
     a list / tuple / dict / iterator    -> built again from its items (one object, however
@@ -51,7 +53,8 @@ from minicompiler.capture.variables import (
     TupleVariable,
     Variable,
 )
-from minicompiler.ir import Node
+from minicompiler.ir import Node, map_structure
+from minicompiler.ir.ops import OPS
 from minicompiler.ir.symbolic import SymSize, is_symbolic
 
 if TYPE_CHECKING:
@@ -112,6 +115,21 @@ class Reread(Recipe):
 
     def make(self, env: BuildEnv) -> Any:
         return self.source.get(env.args, env.kwargs)
+
+
+@dataclass(eq=False)
+class ViewOf(Recipe):
+    base: Recipe  # the tensor that owns the memory: a graph output or an input
+    steps: list[tuple[str, tuple, dict]]  # view ops (op, args after the tensor, kwargs); sizes may be recipes
+
+    def make(self, env: BuildEnv) -> Any:
+        def value(arg: Any) -> Any:  # a symbolic size is a graph output: this call's number
+            return env.build(arg) if isinstance(arg, Recipe) else arg
+
+        tensor = env.build(self.base)
+        for op, args, kwargs in self.steps:
+            tensor = OPS[op].impl(tensor, *map_structure(value, args), **map_structure(value, kwargs))
+        return tensor
 
 
 @dataclass(eq=False)
@@ -230,19 +248,17 @@ def write_recipe(state: CaptureState, stack: list[Variable], local: dict[str, Va
     `returning`: the function's returned value, after which no code of the function runs, so
     tensors that shared memory inside may come out as separate tensors (as the graph's outputs
     always do)."""
-    writer = _RecipeWriter(state)
+    writer = _RecipeWriter(state, keep_views=not returning)
     stack_recipes = [writer.recipe(v) for v in stack]
     local_recipes = {name: writer.recipe(v) for name, v in local.items()}
-    if not returning:
-        writer.check_no_shared_memory()
     return FrameRecipe(stack_recipes, local_recipes, writer.outputs)
 
 
 class _RecipeWriter:
-    def __init__(self, state: CaptureState) -> None:
+    def __init__(self, state: CaptureState, keep_views: bool) -> None:
         self.state = state
+        self.keep_views = keep_views
         self.outputs: list[Any] = []  # Nodes, and symbolic sizes
-        self.live: list[TensorVariable] = []
         self._written: dict[int, Recipe] = {}  # id(Variable) -> its recipe: shared values stay shared
 
     def recipe(self, var: Variable) -> Recipe:
@@ -252,10 +268,11 @@ class _RecipeWriter:
 
     def _new_recipe(self, var: Variable) -> Recipe:
         if isinstance(var, TensorVariable):
-            self.live.append(var)
             source = self.state.input_source_of(var)
             if source is not None:  # an input: the caller's own tensor (its new value written back), not a copy
                 return Reread(source)
+            if self.keep_views:
+                return self._tensor(var)
             return GraphOutput(self._output_index(var.node))
         if isinstance(var, FloatInputVariable):  # an input as it was, or computed by the graph
             if var.source is not None:
@@ -293,6 +310,30 @@ class _RecipeWriter:
             return Fixed(var.as_python())
         raise Unsupported(f"{var.describe()} is alive at the graph break and cannot be rebuilt")
 
+    def _tensor(self, var: TensorVariable) -> Recipe:
+        """A tensor the graph computed, alive where code runs on: a view is made again from the
+        tensor that owns its memory, so that a change through either one (the breaking
+        instruction, or code after it) shows in the other, as in eager. (Graph outputs are
+        separate tensors; in-place ops on a view are breaks in capture, so they happen for real.)"""
+        root, chain = self.state.storage_root(var)
+        if not chain:
+            return GraphOutput(self._output_index(var.node))
+        if var.storage in self.state.input_storages:  # a view of an input: made from the input itself
+            source = self.state.input_in_storage(var.storage, root)
+            if source is None:
+                raise Unsupported("a view of an input that the graph changed since is alive at the graph break")
+            base: Recipe = Reread(source)
+        else:
+            base = GraphOutput(self._output_index(root))
+        steps = [(node.op, map_structure(self._size, node.args[1:]), map_structure(self._size, node.kwargs))
+                 for node in chain]
+        return ViewOf(base, steps)
+
+    def _size(self, arg: Any) -> Any:
+        if isinstance(arg, Node):
+            raise Unsupported("a view whose arguments are tensors is alive at the graph break")
+        return self._constant(arg) if isinstance(arg, SymSize) else arg
+
     def _output_index(self, node: Node) -> int:
         if node not in self.outputs:
             self.outputs.append(node)
@@ -315,18 +356,6 @@ class _RecipeWriter:
         if var.self_var is None:
             return Fixed(var.fn)
         return BoundMethod(var.fn, self.recipe(var.self_var))
-
-    def check_no_shared_memory(self) -> None:
-        """Two live tensors sharing memory come out of the graph as separate tensors, so an
-        in-place change made at the break would reach only one of them: refuse."""
-        nodes_of: dict[int, set[Node]] = {}
-        for var in self.live:
-            nodes_of.setdefault(var.storage, set()).add(var.node)
-        for var in self.live:
-            is_input = self.state.input_source_of(var) is not None
-            shares_with_input = var.storage in self.state.input_storages and not is_input
-            if len(nodes_of[var.storage]) > 1 or shares_with_input:
-                raise Unsupported("tensors that share memory (views) are alive at the graph break")
 
 
 # -- undoing a failed instruction ----------------------------------------------------------------
