@@ -21,6 +21,7 @@ from minicompiler.capture.guards import Guard
 from minicompiler.capture.torch_ops import lowers
 from minicompiler.capture.variables import ConstantVariable, Variable
 from minicompiler.ir import Graph
+from minicompiler.ir.symbolic import SymSize
 
 if TYPE_CHECKING:
     from minicompiler.capture.frame import Tracer
@@ -46,13 +47,30 @@ def is_scripting(g: Graph) -> bool:
     return False
 
 
-@handles(torch._check, torch._check_index, torch._check_value, torch._check_type, torch._check_is_size)
+@handles(torch._check, torch._check_index, torch._check_value, torch._check_type, torch._check_not_implemented)
 def check(tx: Tracer, condition: Variable, message: Variable | None = None) -> Variable:
     if condition.has_tensor():
         raise Unsupported("torch._check on a tensor's value (the graph cannot check it)")
     if not condition.truth():
         raise Unsupported("a torch._check fails at capture time (eager raises the error)")
     return ConstantVariable(None)  # the message (often a lambda) is only built when the check fails
+
+
+@handles(torch._check_with)
+def check_with(tx: Tracer, error_type: Variable, condition: Variable, message: Variable | None = None) -> Variable:
+    return check(tx, condition)  # the error type only matters when the check fails
+
+
+@handles(torch._check_is_size)
+def check_is_size(tx: Tracer, size: Variable, message: Variable | None = None,
+                  max: Variable | None = None) -> Variable:  # noqa: A002 - torch's keyword
+    # a size is an int >= 0 (0 is one: the int itself is not the condition), at most `max` if given
+    value = size.as_python() if isinstance(size, ConstantVariable) else None
+    if type(value) is not int and not isinstance(value, SymSize):  # a symbolic size: compared with guards
+        raise Unsupported(f"torch._check_is_size on {size.describe()}")
+    if value < 0 or (max is not None and value > max.as_python()):
+        raise Unsupported("a torch._check_is_size fails at capture time (eager raises the error)")
+    return ConstantVariable(None)
 
 
 @handles(torch.finfo, torch.iinfo)

@@ -108,6 +108,23 @@ def test_is_compiling_answers_true_during_capture() -> None:
     assert explained.ops_per_graph[0] == ["mul"]
 
 
+def checked(x, n):
+    torch._check_is_size(n)  # 0 is a size: the int is not the condition
+    torch._check_is_size(x.shape[0], max=16)
+    torch._check_with(ValueError, x.dim() == 1, lambda: "one dim")
+    torch._check_not_implemented(x.dtype == torch.float32, lambda: "float32 only")
+    torch._check_index(n <= x.shape[0], lambda: "index")
+    return x * (n + 1)
+
+
+@pytest.mark.parametrize("n", [0, 3])
+def test_torch_check_assertions_leave_nothing_in_the_graph(n: int) -> None:
+    x = torch.randn(4)
+    explained = minicompiler.explain(checked)(x, n)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.to_text()
+    torch.testing.assert_close(minicompiler.compile(checked)(x, n), checked(x, n))
+
+
 # -- attribute writes on objects from outside, replayed after the graph ------------------------------
 class Flag:
     def __init__(self) -> None:
