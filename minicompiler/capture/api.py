@@ -27,7 +27,7 @@ from minicompiler.capture.guards import Guard, call_shape_guard, len_guard, sepa
 from minicompiler.capture.objects import UserFunctionVariable
 from minicompiler.capture.records import InstructionRecord, TraceLog
 from minicompiler.capture.resume import REAL_NULL, FrameRecipe, RemainingItems, ResumePoint, write_recipe
-from minicompiler.capture.side_effects import replay
+from minicompiler.capture.side_effects import Effect, replay
 from minicompiler.capture.sources import Source, arg_source, fixed_source, kwarg_source
 from minicompiler.capture.tensor import TensorVariable
 from minicompiler.capture.translator import FrameBreak, InstructionTranslator
@@ -68,8 +68,8 @@ class CaptureResult:
     # guards that decisions on them recorded, through capture and every later stage
     sizes: SizeEnv | None = None
     symbols: dict[str, tuple[Source, int | None]] = field(default_factory=dict)  # dim None: an int itself
-    # obj.name = value writes on objects from outside (see side_effects.py), made after each run
-    attribute_writes: list[tuple[Any, str, Any]] = field(default_factory=list)
+    # attribute writes on objects from outside and logging calls (see side_effects.py), made after each run
+    side_effects: list[Effect] = field(default_factory=list)
 
     def symbol_values(self, args: tuple, kwargs: dict) -> dict[str, int]:
         """What each symbol is in a call."""
@@ -89,7 +89,7 @@ class CaptureResult:
         return [source.get(args, kwargs) for source in self.input_sources]
 
     def replay_side_effects(self) -> None:
-        replay(self.attribute_writes)
+        replay(self.side_effects)
 
     def split_mutations(self, outputs: Any) -> tuple[Any, list[torch.Tensor]]:
         """(what the function's graph outputs, the new values of the inputs it changed)."""
@@ -235,7 +235,7 @@ def _finish(state: CaptureState, run: Callable[[], Variable], args: tuple, kwarg
     state.graph.output(outputs)
     return CaptureResult(state.graph, state.guards, state.input_sources, state.log.records, state.trace, resume,
                          returned, [index for index, _ in mutations], numpy_outputs, state.dynamic_inputs,
-                         state.sizes, state.symbols, state.attribute_writes.final_values())
+                         state.sizes, state.symbols, state.side_effects.final_effects())
 
 
 def _separate_memory(state: CaptureState, changed: list[int], args: tuple, kwargs: dict) -> Guard:

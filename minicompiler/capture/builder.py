@@ -46,7 +46,7 @@ from minicompiler.capture.objects import (
     is_torch_function,
 )
 from minicompiler.capture.records import BytecodeLog, TraceLog
-from minicompiler.capture.side_effects import AttributeWrites
+from minicompiler.capture.side_effects import SideEffects
 from minicompiler.capture.sources import Source
 from minicompiler.capture.tensor import TensorVariable
 from minicompiler.capture.torch_queries import check as _registers_torch_queries  # noqa: F401 (its tables)
@@ -120,7 +120,7 @@ class CaptureState:
         self._storage_of_memory: dict[tuple[str, int], int] = {}
         # placeholder -> the variable that holds its new value, in the order eager changes them
         self.mutated_inputs: dict[Node, TensorVariable] = {}
-        self.attribute_writes = AttributeWrites()  # obj.name = value on objects from outside
+        self.side_effects = SideEffects()  # attribute writes on objects from outside, logging calls
         self._storages = itertools.count()
 
     def count_instruction(self) -> None:

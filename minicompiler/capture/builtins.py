@@ -3,7 +3,7 @@
 Builtins that look at containers or tensors have a handler here. Pure functions of
 constants (`math.sqrt`, `int`, `round`, `operator.mul`, ...) just run at capture time.
 Builtins with side effects (`print`, `open`, `setattr`) are not in these tables, so calling
-them is Unsupported.
+them is Unsupported; logging and `warnings.warn` are made after the graph (side_effects.py).
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ import builtins
 import collections
 import functools
 import inspect
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from minicompiler.capture import side_effects
 from minicompiler.capture.checkpoint import checkpoint
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.grad_mode import GradModeVariable
@@ -222,6 +224,19 @@ def _sum(tx: Tracer, iterable: Variable, start: Variable | None = None) -> Varia
 @handles(builtins.print)
 def _print(tx: Tracer, *args: Variable, **kwargs: Variable) -> Variable:
     raise Unsupported("print() writes output (a side effect the graph cannot replay)")
+
+
+# Logging and warnings: recorded, and made after the graph (see side_effects.py)
+handles(warnings.warn)(side_effects.warn)
+
+
+def _logs_after_the_graph(fn: Callable[..., Any]) -> Handler:
+    return lambda tx, *args, **kwargs: tx.state.side_effects.record_call(f"logging.{fn.__name__}()", fn,
+                                                                         list(args), kwargs)
+
+
+for _fn in side_effects.LOGGING_FUNCTIONS:
+    HANDLERS[_fn] = _logs_after_the_graph(_fn)
 
 
 @handles(builtins.super)

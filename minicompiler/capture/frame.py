@@ -46,6 +46,7 @@ class Tracer:
             raise Unsupported(f"calls nest more than {MAX_INLINE_DEPTH} deep (recursion?)")
         local = {**fn.bind(self, args, kwargs), **fn.closure_cells()}
         translator = InstructionTranslator(self.state, fn.fn, local, self.depth + 1)
+        translator.caller = self if isinstance(self, Frame) else None
         if code.co_flags & inspect.CO_GENERATOR:
             # A generator runs to its end at once; what it yields is all known then, which is
             # what `sum(x * k for k in ks)` needs. (Loops are unrolled the same way.)
@@ -69,6 +70,7 @@ class Frame(Tracer):
         self.return_value: Variable | None = None
         self.saw_tensor = False  # did the current instruction move a tensor? (for the listing)
         self.yielded: list[Variable] | None = None  # a generator's values, when running one
+        self.caller: Frame | None = None  # the inlined frame that called this one (warnings' stacklevel)
 
     def push(self, value: Variable) -> None:
         self.saw_tensor = self.saw_tensor or value.has_tensor()

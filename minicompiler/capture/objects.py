@@ -24,6 +24,7 @@ from minicompiler.capture.builtins import call_builtin
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.nn_modules import MODULE_LOWERINGS
 from minicompiler.capture.records_dict import DataclassDictVariable, is_dataclass_dict
+from minicompiler.capture.side_effects import DeferredCallVariable, is_logger_effect
 from minicompiler.capture.sources import Source, cell_source, fixed_source
 from minicompiler.capture.tensor import call_torch_function
 from minicompiler.capture.user_objects import UserObjectVariable, can_create
@@ -181,7 +182,9 @@ class ObjectVariable(Variable):
             return PureMethodVariable(getattr(type(self.value), name), self)  # os.environ.get(...)
         if isinstance(self.value, torch.optim.Optimizer) and name == "step":
             return OptimizerStepVariable(self, "step")
-        written = tx.state.attribute_writes.lookup(self.value, name)
+        if is_logger_effect(self.value, name):  # logger.warning(...): made after the graph
+            return DeferredCallVariable(getattr(self.value, name), f"{self.describe()}.{name}")
+        written = tx.state.side_effects.lookup(self.value, name)
         if written is not None:  # assigned earlier in this capture (replayed after the graph)
             return written
         try:
@@ -223,7 +226,7 @@ class ObjectVariable(Variable):
         static = inspect.getattr_static(type(self.value), name, None)
         if hasattr(static, "__set__"):  # a property or slot: its setter is code to run
             super().setattr(tx, name, value)
-        tx.state.attribute_writes.record(self.value, name, value)
+        tx.state.side_effects.record_write(self.value, name, value)
 
     def call(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         if is_dataclass_dict(self.value):  # a ModelOutput
