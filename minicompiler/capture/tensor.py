@@ -147,6 +147,10 @@ def to_argument(var: Variable, what: str) -> Any:
         return var.value
     if var.python_type() is float:  # a float graph input where a number is needed: specialized
         return var.as_python()
+    from minicompiler.capture.objects import TorchFunctionVariable  # objects.py is built on this module
+
+    if isinstance(var, TorchFunctionVariable):  # torch's own functions never change: a constant
+        return var.fn  # (torch.testing's wrapper_set_seed(F.dropout, x) runs whole)
     raise Unsupported(f"{what} was given {var.describe()}")
 
 

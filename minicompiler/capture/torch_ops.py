@@ -397,7 +397,7 @@ lowers(torch.empty)(_factory(0))  # any value is a correct `empty`; zeros keeps 
 lowers(torch.ones)(_factory(1))
 lowers(torch.zeros_like, torch.empty_like)(_factory_like(0))
 lowers(torch.ones_like)(_factory_like(1))
-lowers(methods=["zero_"])(lambda g, x: InPlace(_full(g, x.meta.shape, 0, x.meta.dtype, x.meta.device)))
+lowers(torch.zero_, methods=["zero_"])(lambda g, x: InPlace(_full(g, x.meta.shape, 0, x.meta.dtype, x.meta.device)))
 lowers(torch.full)(lambda g, size, fill_value, *, dtype=None, device=None: _full(
     g, _size((size,)), fill_value, dtype, device))
 lowers(torch.full_like)(lambda g, x, fill_value, *, dtype=None, device=None: _full(

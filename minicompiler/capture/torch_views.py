@@ -82,6 +82,22 @@ TENSOR_PROPERTIES["T"] = lambda g, x: permute(g, x, *reversed(range(x.meta.ndim)
 TENSOR_PROPERTIES["mT"] = lambda g, x: transpose(g, x, -2, -1)
 
 
+def _adjoint(matrix_dims: bool) -> Lowering:
+    """x.H (a matrix) and x.mH (the last two dims): the transpose for real numbers; a complex
+    tensor also needs its conjugate, which torch computes (an extern call)."""
+    def lowering(g: Graph, x: Node) -> Node:
+        if x.meta.dtype.is_complex:
+            return extern(g, torch.adjoint if matrix_dims else torch.Tensor.conj, x if matrix_dims
+                          else permute(g, x, *reversed(range(x.meta.ndim))))
+        return transpose(g, x, -2, -1) if matrix_dims else permute(g, x, *reversed(range(x.meta.ndim)))
+
+    return lowering
+
+
+TENSOR_PROPERTIES["mH"] = _adjoint(matrix_dims=True)
+TENSOR_PROPERTIES["H"] = _adjoint(matrix_dims=False)  # a matrix or less: all its dims reversed
+
+
 @lowers(torch.unsqueeze, methods=["unsqueeze"])
 def unsqueeze(g: Graph, x: Node, dim: int) -> Node:
     return g.call("unsqueeze", x, norm_dim(dim, x.meta.ndim + 1))

@@ -116,13 +116,16 @@ def _tanh(x):
 @triton.jit
 def _pow(a, b):
     # a ** b = 2 ** (b * log2|a|), with C's pow signs: odd integer powers of a negative base are
-    # negative, non-integer ones are NaN, and anything to the power 0 is 1
+    # negative, non-integer ones are NaN (but -inf's are inf or 0), and anything to the power 0 is
+    # 1, as is 1 to any power and -1 to an infinite one
     r = tl.exp2(b * tl.log2(tl.abs(a)))
+    a, b = a + tl.zeros_like(r), b + tl.zeros_like(r)  # a constant exponent (x ** 6.0) as a tensor too
     whole = tl.floor(b) == b
     odd = whole & (tl.abs(b % 2) == 1)
     r = tl.where((a < 0) & odd, -r, r)
-    r = tl.where((a < 0) & ~whole, float("nan"), r)
-    return tl.where(b == 0, 1.0, r)
+    r = tl.where((a < 0) & (a > -float("inf")) & ~whole, float("nan"), r)
+    r = tl.where((a == -1) & (tl.abs(b) == float("inf")), 1.0, r)
+    return tl.where((b == 0) | (a == 1), 1.0, r)
 '''
 
 TYPES = {

@@ -5,7 +5,7 @@ primitives' arguments in canonical form. The table is filled by the modules impo
 one small function per op.
 """
 
-from minicompiler.decompose import matmul, pointwise, random, reductions, shapes  # noqa: F401  (fill the table)
+from minicompiler.decompose import losses, matmul, pointwise, random, reductions, shapes, special  # noqa: F401  (fill the table)
 from minicompiler.decompose.table import (
     DECOMPOSITIONS,
     DecompositionError,

@@ -108,3 +108,69 @@ def layer_norm(
     if bias is not None:
         y = ops.add(y, bias)
     return y
+
+
+# -- reductions written with sum / amax / amin -----------------------------------------------
+@register_decomposition("logsumexp", upcast=True)
+def logsumexp(ops: GraphOps, x: Node, dims: Dims = None, keepdim: bool = False) -> Node:
+    if not x.meta.dtype.is_floating_point:
+        x = ops.convert(x, torch.get_default_dtype())
+    dims = reduction_dims(dims, x.meta.ndim)
+    if _count(x, dims) == 0:  # log(0) = -inf, as torch (amax of nothing would raise)
+        return ops.add(ops.sum(x, dims, keepdim), -math.inf)
+    # max + log(sum(exp(x - max))); an infinite max is not subtracted (inf - inf is NaN)
+    def finite_max(keep: bool) -> Node:
+        largest = ops.amax(x, dims, keep)
+        return ops.where(ops.eq(ops.abs(largest), math.inf), 0.0, largest)
+
+    summed = ops.sum(ops.exp(ops.sub(x, finite_max(True))), dims, keepdim)
+    return ops.add(ops.log(summed), finite_max(keepdim))
+
+
+@register_decomposition("vector_norm", upcast=True)
+def vector_norm(ops: GraphOps, x: Node, ord: float = 2, dims: Dims = None, keepdim: bool = False) -> Node:
+    dims = reduction_dims(dims, x.meta.ndim)
+    size = ops.abs(x)
+    if ord == math.inf:
+        return ops.amax(size, dims, keepdim)
+    if ord == -math.inf:
+        return ops.amin(size, dims, keepdim)
+    if ord == 0:  # how many are not zero
+        return ops.sum(ops.convert(ops.ne(x, 0), x.meta.dtype), dims, keepdim)
+    if ord == 1:
+        return ops.sum(size, dims, keepdim)
+    if ord == 2:  # sqrt(sum(x^2))
+        return ops.sqrt(ops.sum(ops.mul(x, x), dims, keepdim))
+    # (sum |x|^p)^(1/p)
+    return ops.pow(ops.sum(ops.pow(size, ord), dims, keepdim), 1.0 / ord)
+
+
+def _count_where(ops: GraphOps, condition: Node, dims: Dims, keepdim: bool) -> Node:
+    """How many elements along `dims` satisfy `condition` (an int64 count)."""
+    return ops.sum(ops.convert(condition, torch.int64), reduction_dims(dims, condition.meta.ndim), keepdim)
+
+
+@register_decomposition("count_nonzero")
+def count_nonzero(ops: GraphOps, x: Node, dims: Dims = None) -> Node:
+    return _count_where(ops, ops.ne(x, 0), dims, False)
+
+
+@register_decomposition("any")
+def any_(ops: GraphOps, x: Node, dims: Dims = None, keepdim: bool = False) -> Node:
+    # some element is not 0 (uint8 in, uint8 out: torch's old rule)
+    found = ops.gt(_count_where(ops, ops.ne(x, 0), dims, keepdim), 0)
+    return ops.convert(found, torch.uint8) if x.meta.dtype == torch.uint8 else found
+
+
+@register_decomposition("all")
+def all_(ops: GraphOps, x: Node, dims: Dims = None, keepdim: bool = False) -> Node:
+    # no element is 0
+    found = ops.eq(_count_where(ops, ops.eq(x, 0), dims, keepdim), 0)
+    return ops.convert(found, torch.uint8) if x.meta.dtype == torch.uint8 else found
+
+
+@register_decomposition("nansum", upcast=True)
+def nansum(ops: GraphOps, x: Node, dims: Dims = None, keepdim: bool = False) -> Node:
+    # sum with NaNs counted as 0
+    values = ops.where(ops.ne(x, x), 0.0, x) if x.meta.dtype.is_floating_point else x
+    return ops.sum(values, reduction_dims(dims, x.meta.ndim), keepdim)

@@ -191,6 +191,42 @@ _COMPOSITES: dict[str, Callable[..., torch.Tensor]] = {
     "deg2rad": torch.deg2rad, "rad2deg": torch.rad2deg,
     "softsign": F.softsign, "hardsigmoid": F.hardsigmoid, "hardswish": F.hardswish, "mish": F.mish,
     "elu": lambda x, alpha=1.0: F.elu(x, alpha), "selu": F.selu, "celu": lambda x, alpha=1.0: F.celu(x, alpha),
+    # more formulas: value tests, special functions, shrinkers (decompose/special.py)
+    "isnan": torch.isnan, "isinf": torch.isinf, "isposinf": torch.isposinf, "isneginf": torch.isneginf,
+    "isfinite": torch.isfinite, "sinc": torch.sinc, "xlogy": torch.xlogy, "xlog1py": torch.special.xlog1py,
+    "entr": torch.special.entr, "heaviside": torch.heaviside, "fmax": torch.fmax, "fmin": torch.fmin,
+    "logaddexp": torch.logaddexp, "logaddexp2": torch.logaddexp2, "logsigmoid": F.logsigmoid,
+    "tanhshrink": F.tanhshrink, "float_power": torch.float_power,
+    "nan_to_num": lambda x, nan=0.0, posinf=None, neginf=None: torch.nan_to_num(x, nan, posinf, neginf),
+    "logit": lambda x, eps=None: torch.logit(x, eps),
+    "hardshrink": lambda x, lambd=0.5: F.hardshrink(x, lambd),
+    "softshrink": lambda x, lambd=0.5: F.softshrink(x, lambd),
+    "threshold": lambda x, threshold, value: F.threshold(x, threshold, value),
+    # reductions written with sum/amax/amin (decompose/reductions.py); dims as in torch
+    "logsumexp": lambda x, dims, keepdim=False: torch.logsumexp(x, dims, keepdim),
+    "vector_norm": lambda x, ord=2, dims=None, keepdim=False: torch.linalg.vector_norm(x, ord, dims, keepdim),
+    "any": lambda x, dims=None, keepdim=False: torch.any(x, dims, keepdim),
+    "all": lambda x, dims=None, keepdim=False: torch.all(x, dims, keepdim),
+    "count_nonzero": lambda x, dims=None: torch.count_nonzero(x, dims),
+    "nansum": lambda x, dims=None, keepdim=False: torch.nansum(x, dims, keepdim),
+    # losses (decompose/losses.py): the elementwise loss, then reduced ("none" | "mean" | "sum")
+    "mse_loss": lambda x, y, reduction="mean": F.mse_loss(x, y, reduction=reduction),
+    "l1_loss": lambda x, y, reduction="mean": F.l1_loss(x, y, reduction=reduction),
+    "smooth_l1_loss": lambda x, y, reduction="mean", beta=1.0: F.smooth_l1_loss(x, y, reduction=reduction, beta=beta),
+    "huber_loss": lambda x, y, reduction="mean", delta=1.0: F.huber_loss(x, y, reduction=reduction, delta=delta),
+    "soft_margin_loss": lambda x, y, reduction="mean": F.soft_margin_loss(x, y, reduction=reduction),
+    "binary_cross_entropy": lambda x, y, weight=None, reduction="mean": F.binary_cross_entropy(
+        x, y, weight, reduction=reduction),
+    "binary_cross_entropy_with_logits": lambda x, y, weight=None, reduction="mean", pos_weight=None:
+        F.binary_cross_entropy_with_logits(x, y, weight, reduction=reduction, pos_weight=pos_weight),
+    "kl_div": lambda x, y, reduction="mean", log_target=False: F.kl_div(
+        x, y, reduction=reduction, log_target=log_target),
+    "margin_ranking_loss": lambda x1, x2, y, margin=0.0, reduction="mean": F.margin_ranking_loss(
+        x1, x2, y, margin, reduction=reduction),
+    "hinge_embedding_loss": lambda x, y, margin=1.0, reduction="mean": F.hinge_embedding_loss(
+        x, y, margin, reduction=reduction),
+    "poisson_nll_loss": lambda x, y, log_input=True, eps=1e-8, reduction="mean": F.poisson_nll_loss(
+        x, y, log_input, False, eps=eps, reduction=reduction),
 }
 for _name, _fn in _COMPOSITES.items():
     register(_name, "composite", _fn)

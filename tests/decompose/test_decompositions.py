@@ -129,6 +129,45 @@ CASES: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {
     "elu": [case(T((4, 5))), case(T((4, 5)), 0.5)],
     "celu": [case(T((4, 5))), case(T((4, 5)), 2.0)],
     "selu": [case(T((4, 5))), case(T((17,)))],
+    # value tests, special functions, shrinkers (decompose/special.py)
+    "isnan": [case(T((4, 5)))], "isinf": [case(T((4, 5)))], "isposinf": [case(T((4, 5)))],
+    "isneginf": [case(T((4, 5)))], "isfinite": [case(T((4, 5)))],
+    "sinc": [case(T((4, 5))), case(T((3,), 0, 0))],  # sinc(0) is 1
+    "xlogy": [case(T((4, 5)), T((5,), 0.1, 3)), case(T((3,), 0, 0), T((3,), 0.1, 3))],
+    "xlog1py": [case(T((4, 5)), T((5,), -0.9, 3))],
+    "entr": [case(T((4, 5), 0, 3))],
+    "heaviside": [case(T((4, 5)), T((5,)))],
+    "fmax": [case(T((4, 5)), T((5,)))], "fmin": [case(T((4, 5)), T((4, 1)))],
+    "logaddexp": [case(T((4, 5), -20, 20), T((5,), -20, 20))],
+    "logaddexp2": [case(T((4, 5), -20, 20), T((5,), -20, 20))],
+    "logsigmoid": [case(T((4, 5), -20, 20))],
+    "tanhshrink": [case(T((4, 5)))],
+    "float_power": [case(T((4, 5), 0.1, 3), T((5,), -2, 2))],
+    "nan_to_num": [case(T((4, 5))), case(T((4, 5)), 1.5, 100.0, -7.0)],
+    "logit": [case(T((4, 5), 0.05, 0.95)), case(T((4, 5), 0, 1), 0.1)],
+    "hardshrink": [case(T((4, 5))), case(T((4, 5)), 1.0)],
+    "softshrink": [case(T((4, 5))), case(T((4, 5)), 1.0)],
+    "threshold": [case(T((4, 5)), 0.1, -2.0)],
+    # reductions written with sum/amax/amin (decompose/reductions.py)
+    "logsumexp": [case(T((4, 5), -20, 20), (1,)), case(T((3, 4, 5)), (0, 2), True)],
+    "vector_norm": [case(T((4, 5))), case(T((4, 5)), 3, (1,), True), case(T((4, 5)), float("inf"), (0,))],
+    "any": [case(T((4, 5), 0, 1)), case(T((4, 5), -1, 1), (1,), True)],
+    "all": [case(T((4, 5), 0, 1)), case(T((4, 5), -1, 1), (0,))],
+    "count_nonzero": [case(T((4, 5), 0, 1)), case(T((4, 5)), (1,))],
+    "nansum": [case(T((4, 5))), case(T((3, 4, 5)), (2,), True)],
+    # losses: the elementwise loss, then reduced (decompose/losses.py)
+    "mse_loss": [case(T((4, 5)), T((4, 5))), case(T((4, 5)), T((4, 5)), "sum")],
+    "l1_loss": [case(T((4, 5)), T((4, 5)), "none")],
+    "smooth_l1_loss": [case(T((4, 5)), T((4, 5))), case(T((4, 5)), T((4, 5)), "sum", 0.5)],
+    "huber_loss": [case(T((4, 5)), T((4, 5))), case(T((4, 5)), T((4, 5)), "none", 2.0)],
+    "soft_margin_loss": [case(T((4, 5)), T((4, 5)))],
+    "binary_cross_entropy": [case(T((4, 5), 0.05, 0.95), T((4, 5), 0, 1))],
+    "binary_cross_entropy_with_logits": [
+        case(T((4, 5)), T((4, 5), 0, 1)), case(T((4, 5)), T((4, 5), 0, 1), None, "sum", T((5,), 0.5, 2))],
+    "kl_div": [case(T((4, 5)), T((4, 5), 0.05, 1), "batchmean"), case(T((4, 5)), T((4, 5)), "sum", True)],
+    "margin_ranking_loss": [case(T((4, 5)), T((4, 5)), T((4, 5)), 0.1)],
+    "hinge_embedding_loss": [case(T((4, 5)), T((4, 5)))],
+    "poisson_nll_loss": [case(T((4, 5)), T((4, 5), 0, 3))],
 }
 
 

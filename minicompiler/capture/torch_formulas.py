@@ -1,0 +1,180 @@
+"""torch functions lowered to ops that decompose writes as formulas: value tests (isnan, ...),
+special functions (xlogy, logaddexp, ...), shrinkers, reductions (logsumexp, norms, any/all) and
+losses. Same conventions as `torch_ops.py`; the formulas are in decompose/special.py,
+decompose/reductions.py and decompose/losses.py.
+
+A form these lowerings do not cover (a scalar where a tensor is expected, a legacy argument, a
+matrix norm) stays whole: an extern call, run by torch.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from minicompiler.capture.errors import Unsupported
+from minicompiler.capture.torch_ops import Lowering, extern, lowers, reduce_dims
+from minicompiler.ir import Graph, Node
+
+
+def _same_signature(op: str, fn: Any) -> Lowering:
+    """op(*args) with torch's own positional and keyword arguments; tensors must be tensors
+    where the formula needs one (else torch runs the call whole)."""
+    def lowering(g: Graph, x: Any, *args: Any, **kwargs: Any) -> Node:
+        if not isinstance(x, Node) or (args and op in TENSOR_PAIRS and not isinstance(args[0], Node)):
+            return extern(g, fn, x, *args, **kwargs)
+        return g.call(op, x, *args, **kwargs)
+
+    return lowering
+
+
+TENSOR_PAIRS = {"xlogy", "xlog1py", "heaviside", "fmax", "fmin", "logaddexp", "logaddexp2"}
+for _name in ["isnan", "isinf", "isposinf", "isneginf", "isfinite", "sinc", "xlogy", "heaviside", "fmax", "fmin",
+              "logaddexp", "logaddexp2", "float_power", "nan_to_num", "logit"]:
+    _fn = getattr(torch, _name)
+    _special = [getattr(torch.special, _name)] if hasattr(torch.special, _name) else []
+    lowers(_fn, *_special, methods=[_name])(_same_signature(_name, _fn))
+for _name in ["xlog1py", "entr"]:
+    lowers(getattr(torch.special, _name))(_same_signature(_name, getattr(torch.special, _name)))
+for _name in ["logsigmoid", "tanhshrink", "hardshrink", "softshrink"]:
+    lowers(getattr(F, _name), methods=[_name] if hasattr(torch.Tensor, _name) else [])(
+        _same_signature(_name, getattr(F, _name)))
+lowers(torch.positive, methods=["positive"])(lambda g, x: x)  # +x is x itself
+lowers(torch.sgn, methods=["sgn"])(  # sign for real numbers
+    lambda g, x: g.call("sign", x) if not x.meta.dtype.is_complex else extern(g, torch.sgn, x))
+
+
+@lowers(torch.rsub)
+def rsub(g: Graph, x: Node, other: Any, alpha: float = 1) -> Node:
+    # other - alpha * x
+    return g.call("add", g.call("mul", x, -alpha), other)
+
+
+@lowers(F.threshold)
+def threshold(g: Graph, x: Node, threshold: float, value: float, inplace: bool = False) -> Node:
+    if inplace:
+        return extern(g, F.threshold, x, threshold, value, inplace)
+    return g.call("threshold", x, threshold, value)
+
+
+# --- reductions ------------------------------------------------------------------------------
+@lowers(torch.logsumexp, torch.special.logsumexp, methods=["logsumexp"])
+def logsumexp(g: Graph, x: Node, dim: Any = (), keepdim: bool = False) -> Node:
+    return g.call("logsumexp", x, reduce_dims(x, dim), keepdim)
+
+
+def _any_or_all(op: str) -> Lowering:
+    def lowering(g: Graph, x: Node, dim: Any = None, keepdim: bool = False) -> Node:
+        return g.call(op, x, reduce_dims(x, dim), keepdim)
+
+    return lowering
+
+
+lowers(torch.any, methods=["any"])(_any_or_all("any"))
+lowers(torch.all, methods=["all"])(_any_or_all("all"))
+lowers(torch.count_nonzero, methods=["count_nonzero"])(
+    lambda g, x, dim=None: g.call("count_nonzero", x, reduce_dims(x, dim)))
+
+
+@lowers(torch.nansum, methods=["nansum"])
+def nansum(g: Graph, x: Node, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Node:
+    if dtype is not None:
+        x = g.call("convert", x, dtype)
+    return g.call("nansum", x, reduce_dims(x, dim), keepdim)
+
+
+def vector_norm(g: Graph, x: Node, ord: Any = 2, dim: Any = None, keepdim: bool = False) -> Node:
+    if not x.meta.dtype.is_floating_point or not isinstance(ord, (int, float)):
+        raise Unsupported(f"a norm of ord {ord!r} over {x.meta.dtype}")
+    return g.call("vector_norm", x, float(ord), reduce_dims(x, dim), keepdim)
+
+
+@lowers(torch.linalg.vector_norm)
+def linalg_vector_norm(g: Graph, x: Node, ord: Any = 2, dim: Any = None, keepdim: bool = False, *,
+                       dtype: Any = None) -> Node:
+    if dtype is not None:
+        x = g.call("convert", x, dtype)
+    return vector_norm(g, x, ord, dim, keepdim)
+
+
+@lowers(torch.norm, methods=["norm"])
+def norm(g: Graph, x: Node, p: Any = "fro", dim: Any = None, keepdim: bool = False, out: Any = None,
+         dtype: Any = None) -> Node:
+    # the Frobenius norm over any dims is the 2-norm of their elements; a number p is a vector norm
+    if p == "fro" or p is None:
+        p = 2
+    if out is not None or dtype is not None or isinstance(p, str):
+        return extern(g, torch.norm, x, p, dim, keepdim, dtype=dtype)
+    return vector_norm(g, x, p, dim, keepdim)
+
+
+@lowers(torch.linalg.norm)
+def linalg_norm(g: Graph, x: Node, ord: Any = None, dim: Any = None, keepdim: bool = False, *,
+                dtype: Any = None) -> Node:
+    dims = reduce_dims(x, dim)
+    vector = ord is None or (len(dims) == 1 and isinstance(ord, (int, float)))
+    if not vector or dtype is not None:  # matrix norms (nuc, 2 = largest singular value, ...)
+        return extern(g, torch.linalg.norm, x, ord, dim, keepdim, dtype=dtype)
+    return vector_norm(g, x, 2 if ord is None else ord, dims, keepdim)
+
+
+@lowers(torch.dist, methods=["dist"])
+def dist(g: Graph, x: Node, other: Node, p: float = 2) -> Node:
+    return vector_norm(g, g.call("sub", x, other), p)
+
+
+@lowers(F.normalize)
+def normalize(g: Graph, x: Node, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Any = None) -> Node:
+    # x / max(||x||, eps) along dim
+    if out is not None:
+        return extern(g, F.normalize, x, p, dim, eps, out)
+    return g.call("div", x, g.call("maximum", vector_norm(g, x, p, dim, True), eps))
+
+
+@lowers(F.pairwise_distance, torch.pairwise_distance)
+def pairwise_distance(g: Graph, x1: Node, x2: Node, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Node:
+    # ||x1 - x2 + eps|| over the last dim
+    ndim = max(x1.meta.ndim, x2.meta.ndim)
+    return vector_norm(g, g.call("add", g.call("sub", x1, x2), eps), p, max(ndim - 1, 0), keepdim)
+
+
+# --- losses ----------------------------------------------------------------------------------
+WEIGHTLESS = {"mse_loss", "l1_loss", "huber_loss"}  # torch has added a `weight` the formulas lack
+TENSORS = ("input", "target", "input1", "input2")  # passed by position, the rest by name
+
+
+def _loss(op: str, fn: Any) -> Lowering:
+    """F.<loss>(...) bound to its own signature; legacy size_average/reduce become `reduction`.
+    What the formula does not cover (a weight it lacks, poisson's `full`) keeps the call whole."""
+    signature = inspect.signature(fn)
+
+    def lowering(g: Graph, *args: Any, **kwargs: Any) -> Node:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        given = dict(bound.arguments)
+        given["reduction"] = _reduction(given.pop("size_average", None), given.pop("reduce", None),
+                                        given["reduction"])
+        whole = given.pop("full", False) or (op in WEIGHTLESS and given.pop("weight", None) is not None)
+        tensors = [given.pop(name) for name in list(given) if name in TENSORS]  # in the signature's order
+        if whole or not all(isinstance(t, Node) for t in tensors):
+            return extern(g, fn, *args, **kwargs)
+        return g.call(op, *tensors, **given)
+
+    return lowering
+
+
+def _reduction(size_average: Any, reduce: Any, reduction: str) -> str:
+    if size_average is None and reduce is None:
+        return reduction
+    from torch.nn import _reduction
+
+    return _reduction.legacy_get_string(size_average, reduce, emit_warning=False)
+
+
+for _name in ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "soft_margin_loss", "binary_cross_entropy",
+              "binary_cross_entropy_with_logits", "kl_div", "margin_ranking_loss", "hinge_embedding_loss",
+              "poisson_nll_loss"]:
+    lowers(getattr(F, _name))(_loss(_name, getattr(F, _name)))
