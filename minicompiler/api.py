@@ -410,6 +410,7 @@ class CompiledFunction:
             compiled.report.guards += size_guards  # checked with the others on every call
         report.graphs.append(compiled.report)
         report.compile_seconds += time.perf_counter() - start
+        compiled.compile_report = report  # programs generated later add their time
         needs_autograd = any(
             p.meta is not None and p.meta.requires_grad for p in captured.graph.inputs
         )

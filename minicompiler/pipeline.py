@@ -20,9 +20,10 @@ under `torch.no_grad()`) and the training one (forward and backward graphs in a
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +39,7 @@ from minicompiler.ir import Graph, Node, graph_to_python, run_graph
 from minicompiler.ir.symbolic import size_code
 from minicompiler.layout import assign_layouts, follow_saved_layouts
 from minicompiler.replace import PASSES as REPLACE_PASSES
-from minicompiler.report import GraphReport, StageRecord
+from minicompiler.report import CompileReport, GraphReport, StageRecord
 from minicompiler.reporting import describe_fusion, describe_kernels, describe_schedule, node_lines
 from minicompiler.runtime import progress
 from minicompiler.runtime.autotune import AutotunedModule
@@ -77,6 +78,9 @@ class CompiledGraph:
     _training: Runner | None = None
     # (device type, dtype) of a torch.autocast region -> this graph compiled for it
     _autocast_variants: dict[tuple[str, torch.dtype], CompiledGraph] = field(default_factory=dict)
+    # the call's report, once it is recorded: code generated later (on the first call that needs a
+    # program, a first backward, a first autocast region) adds its time to the report's compile time
+    compile_report: CompileReport | None = None
 
     def __post_init__(self) -> None:
         # where autocast could be on for this graph (checked on every call, so computed once)
@@ -91,13 +95,22 @@ class CompiledGraph:
             return self._autocast_program(region, inputs)
         if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
             if self._training is None:
-                with progress.compiling(self.graph, "differentiating and generating code for"):
+                with self._generating("differentiating and generating code for"):
                     self._training = self._compile_training()
             return self._training
         if self._inference is None:
-            with progress.compiling(self.graph, "generating code for"):
+            with self._generating("generating code for"):
                 self._inference = self._compile_inference()
         return self._inference
+
+    @contextlib.contextmanager
+    def _generating(self, what: str) -> Iterator[None]:
+        """Generate a program with a progress bar, its time counted as compile time."""
+        start = time.perf_counter()
+        with progress.compiling(self.graph, what):
+            yield
+        if self.compile_report is not None:
+            self.compile_report.compile_seconds += time.perf_counter() - start
 
     def has_program(self, training: bool) -> bool:
         """Is the program a call needs (training or not, outside autocast) generated already?"""
@@ -109,10 +122,12 @@ class CompiledGraph:
         compiled again with autocast's casts written into it, once per region kind."""
         if region not in self._autocast_variants:
             try:
-                self._autocast_variants[region] = self._compile_for_autocast(region, inputs)
+                with self._generating("compiling for autocast"):
+                    self._autocast_variants[region] = self._compile_for_autocast(region, inputs)
             except AutocastError as error:  # correct before fast: torch ops, under the same autocast
                 self.report.fallback = f"{AUTOCAST_FALLBACK}: {error}"
                 return run_with_torch(self.graph)
+            self._autocast_variants[region].compile_report = self.compile_report
         with torch.autocast(region[0], enabled=False):  # the graph's casts are all there is now
             program = self._autocast_variants[region].program_for(inputs)
 
