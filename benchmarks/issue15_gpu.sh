@@ -9,7 +9,8 @@
 #                         default mode; inference and training step; profile
 #   bench_cuda_families.* timm families (ResNet-50, EfficientNet-B0, ConvNeXt-T, MobileNetV3, ViT-B/16), default
 #                         mode, inference (as many as fit: torch.compile takes ~20-60 s to compile each)
-#   bench_cuda_autotune.* max-autotune on MiniTransformer (inference)
+#   bench_cuda_autotune.* minicompiler max-autotune on MiniTransformer (inference; torch.compile's max-autotune
+#                         takes minutes to compile, more than this call has left)
 #   training_cuda.*       seed 003's trainer (20 batches of 32), every compiler
 #   *.html                the plotly pages (python -m minicompiler.bench.chart X.json redraws one)
 #
@@ -69,6 +70,7 @@ timeout 40 python -m minicompiler.bench.training --device cuda --epochs 4 --json
 
 part "max-autotune (MiniTransformer; inference)"
 timeout 30 python -m minicompiler.bench --device cuda --no-kernels --modes max-autotune --tasks inference \
+    --no-torch-compile \
     --only "MiniTransformer (seed 003)$" --repeats 5 --json "$out/bench_cuda_autotune.json" \
     > "$out/bench_cuda_autotune.txt" 2> "$out/bench_cuda_autotune.log"
 

@@ -8,7 +8,7 @@ kernel); this module is where a `Schedule` and a `CompiledModule` become `Fusion
 from __future__ import annotations
 
 from minicompiler.codegen import CompiledModule
-from minicompiler.codegen.body import plan_sweeps
+from minicompiler.codegen.body import in_place_params, plan_sweeps
 from minicompiler.fuse import Alias, Buffer, ExternCall, Kernel, Schedule
 from minicompiler.ir import Graph
 from minicompiler.ir.symbolic import size_hint
@@ -32,12 +32,19 @@ def _nbytes(buffer: Buffer) -> int:
     return size_hint(buffer.node.meta.numel) * buffer.dtype.itemsize  # symbolic: for the compiled call's sizes
 
 
+def _read_once(kernel: Kernel) -> int:
+    """Bytes of every buffer a pointwise kernel reads, once each: its inputs and the changed
+    inputs it overwrites in place (reached through their outputs, fuse/in_place.py)."""
+    return sum(_nbytes(b) for b in kernel.inputs) + sum(
+        size_hint(node.meta.numel) * node.meta.dtype.itemsize for _, _, node in in_place_params(kernel))
+
+
 def _bytes_moved(kernel: Kernel) -> int:
     """What the generated loops load and store. A pointwise kernel reads each input once; a
     reduction kernel re-reads an element-level input in every sweep over the row that needs it."""
     stores = sum(_nbytes(b) for b in kernel.outputs)
     if kernel.kind == "pointwise":
-        return stores + sum(_nbytes(b) for b in kernel.inputs)
+        return stores + _read_once(kernel)
     _, sweeps = plan_sweeps(kernel, {b.node for b in kernel.outputs})
     reads = 0
     for buffer in kernel.inputs:
@@ -59,7 +66,8 @@ def describe_kernels(schedule: Schedule, module: CompiledModule) -> list[KernelI
     rows = []
     for step in schedule.steps:
         if isinstance(step, Kernel):
-            minimum = sum(_nbytes(b) for b in step.inputs + step.outputs)
+            minimum = sum(_nbytes(b) for b in step.outputs) + (
+                _read_once(step) if step.kind == "pointwise" else sum(_nbytes(b) for b in step.inputs))
             rows.append(KernelInfo(
                 name=step.name, kind=step.kind, nodes=[n.name for n in step.nodes],
                 source_lines=_source_lines(step.nodes), code=module.kernel_sources[step.name],

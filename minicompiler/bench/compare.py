@@ -72,6 +72,8 @@ def _first_call(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 
 def _reset_torch_compile() -> None:
+    """Once per model, not per mode: a reset between modes would throw away the compiled code of
+    the modes made before it, which would then compile again while being timed."""
     torch._dynamo.reset()
 
 
@@ -83,10 +85,10 @@ def bench_inference(built: Built, chosen: dict[str, Compiler], repeats: int) -> 
     module, inputs = built.module.eval(), built.inputs
     results: Results = {}
     runnable: Runnable = {}
+    _reset_torch_compile()
     with torch.no_grad():
         expected = tensor_of(module(*inputs))
         for name, compiler in chosen.items():
-            _reset_torch_compile()
             try:
                 compiled = compiler(module)
                 output, seconds = _first_call(lambda compiled=compiled: compiled(*inputs))
@@ -132,8 +134,8 @@ def bench_training(built: Built, chosen: dict[str, Compiler], repeats: int) -> t
     steps = {}
     results: Results = {}
     reference = _Step(module, chosen["eager"], built.inputs).gradients()
+    _reset_torch_compile()
     for name, compiler in chosen.items():
-        _reset_torch_compile()
         try:
             step = _Step(module, compiler, built.inputs)
             (loss, grads), seconds = _first_call(step.gradients)
