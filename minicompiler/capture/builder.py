@@ -60,6 +60,7 @@ from minicompiler.capture.variables import (
     constant,
     is_constant,
 )
+from minicompiler.capture.vmap import vmap as _registers_vmap  # noqa: F401 (its handlers)
 from minicompiler.ir import Graph, Node, TensorMeta
 from minicompiler.ir.symbolic import SizeEnv
 
@@ -120,6 +121,7 @@ class CaptureState:
         self._storage_of_memory: dict[tuple[str, int], int] = {}
         # placeholder -> the variable that holds its new value, in the order eager changes them
         self.mutated_inputs: dict[Node, TensorVariable] = {}
+        self.function_modes: list[Variable] = []  # TorchFunctionModes entered as no-ops (see vmap.py)
         self.side_effects = SideEffects()  # attribute writes on objects from outside, logging calls
         self._storages = itertools.count()
 

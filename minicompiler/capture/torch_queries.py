@@ -11,6 +11,7 @@ checks on every call that the answer still holds.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -96,3 +97,15 @@ def is_grad_enabled(tx: Tracer) -> Variable:
 def is_autocast_enabled(tx: Tracer, device_type: Variable | None = None) -> Variable:
     device = "cuda" if device_type is None else device_type.as_python()  # no argument: CUDA's, as torch
     return _state_answer(tx, f"torch.is_autocast_enabled({device!r})", lambda: torch.is_autocast_enabled(device))
+
+
+@handles(torch.autocast)
+def autocast(tx: Tracer, device_type: Variable, dtype: Variable | None = None, enabled: Variable | None = None,
+             cache_enabled: Variable | None = None) -> Variable:
+    # `with torch.autocast(device, enabled=False):` (Llama's rotary embedding, "force float32")
+    # changes nothing where autocast is off already: a no-op block, guarded on autocast staying off
+    if enabled is None or enabled.as_python() is not False:
+        raise Unsupported("torch.autocast(enabled=True) is not captured (mixed precision)")
+    if is_autocast_enabled(tx, device_type).as_python():
+        raise Unsupported("torch.autocast(enabled=False) inside a region where autocast is on")
+    return tx.state.wrap(contextlib.nullcontext, None).call(tx, [], {})  # made as the code would make it
