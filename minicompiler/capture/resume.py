@@ -59,7 +59,6 @@ from minicompiler.ir.symbolic import SymSize, is_symbolic
 
 if TYPE_CHECKING:
     from minicompiler.capture.builder import CaptureState
-    from minicompiler.capture.frame import Frame
 
 
 class NullMarker:
@@ -356,52 +355,3 @@ class _RecipeWriter:
         if var.self_var is None:
             return Fixed(var.fn)
         return BoundMethod(var.fn, self.recipe(var.self_var))
-
-
-# -- undoing a failed instruction ----------------------------------------------------------------
-class FrameSnapshot:
-    """A frame just before an instruction, so a break can rewind what the instruction had done
-    before it failed: popped values, and changes an inlined call made to lists, dicts, cells
-    and tensors (an in-place op) that the frame can reach."""
-
-    def __init__(self, frame: Frame, deep: bool) -> None:
-        self.stack, self.locals, self.kw_names = list(frame.stack), dict(frame.locals), frame.kw_names
-        self.contents: list[tuple[Variable, Any]] = []
-        if deep:
-            seen: set[int] = set()
-            for var in [*self.stack, *self.locals.values()]:
-                self._remember(var, seen)
-
-    def _remember(self, var: Variable, seen: set[int]) -> None:
-        if id(var) in seen:
-            return
-        seen.add(id(var))
-        inner: list[Variable] = []
-        if isinstance(var, (ListVariable, TupleVariable)):
-            self.contents.append((var, list(var.items)))
-            inner = var.items
-        elif isinstance(var, DictVariable):
-            self.contents.append((var, dict(var.items)))
-            inner = list(var.items.values())
-        elif isinstance(var, TensorVariable):
-            self.contents.append((var, var.node))
-        elif isinstance(var, CellVariable):
-            self.contents.append((var, var.content))
-            inner = [var.content] if var.content is not None else []
-        elif isinstance(var, IteratorVariable):
-            self.contents.append((var, var.position))
-            inner = var.items
-        for item in inner:
-            self._remember(item, seen)
-
-    def restore(self, frame: Frame) -> None:
-        frame.stack, frame.locals, frame.kw_names = self.stack, self.locals, self.kw_names
-        for var, saved in self.contents:
-            if isinstance(var, TensorVariable):
-                var.node = saved
-            elif isinstance(var, CellVariable):
-                var.content = saved
-            elif isinstance(var, IteratorVariable):
-                var.position = saved
-            else:
-                var.items = saved

@@ -24,7 +24,7 @@ from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.opcodes_flow import FlowOpcodes
 from minicompiler.capture.opcodes_locals import LocalsOpcodes
 from minicompiler.capture.opcodes_values import ValueOpcodes
-from minicompiler.capture.resume import FrameSnapshot
+from minicompiler.capture.snapshot import FrameSnapshot
 from minicompiler.capture.variables import Variable
 from minicompiler.ir import SourceLoc
 

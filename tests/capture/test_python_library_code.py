@@ -117,6 +117,7 @@ def checked(x, n):
     return x * (n + 1)
 
 
+@pytest.mark.filterwarnings("ignore:_check_is_size will be removed")  # torch deprecates it, libraries still call it
 @pytest.mark.parametrize("n", [0, 3])
 def test_torch_check_assertions_leave_nothing_in_the_graph(n: int) -> None:
     x = torch.randn(4)
