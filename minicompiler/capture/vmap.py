@@ -17,7 +17,8 @@ argument becomes a tensor with one dim per vmap level (its own size at the level
 
 That is only right for what `fn` does to scalars elementwise: pointwise ops (with unmapped
 tensors that are 0-d) and indexing an unmapped tensor with mapped indices. The graph nodes `fn`
-made are checked for exactly that; anything else (a reduction, a matmul) is a break.
+made are checked for exactly that; anything else (a reduction, a matmul) is a break. (Not
+checked: Python reading a mapped value's shape, which sees the broadcast shape, not `()`.)
 
 `TransformGetItemToIndex` itself is entered and left as a no-op: tensor indices are captured as
 advanced indexing (aten.index) anyway, which is what the mode turns `x[t]` into.
