@@ -8,6 +8,7 @@ compiler: milliseconds in generated kernels, in torch (extern) ops, and overhead
 from __future__ import annotations
 
 import html
+import importlib.util
 from typing import Any
 
 
@@ -53,11 +54,15 @@ def write_html(path: Any, environment: dict[str, Any], rows: list[dict[str, Any]
                profiles: str) -> None:
     parts = [f"<h1>minicompiler benchmark</h1><p>{html.escape(' '.join(f'{k}={v}' for k, v in environment.items()))}"
              "</p>"]
-    figures = [speedup_figure(rows, task) for task in ("inference", "training")]
-    if any(row.get("profile") for row in rows):
-        figures.append(profile_figure(rows))
-    for number, figure in enumerate(figures):
-        parts.append(figure.to_html(full_html=False, include_plotlyjs="cdn" if number == 0 else False))
+    if importlib.util.find_spec("plotly") is None:  # a machine without the notebook extras: tables only
+        parts.append("<p>(no charts: plotly is not installed; python -m minicompiler.bench.chart X.json "
+                     "draws them from the JSON where it is)</p>")
+    else:
+        figures = [speedup_figure(rows, task) for task in ("inference", "training")]
+        if any(row.get("profile") for row in rows):
+            figures.append(profile_figure(rows))
+        for number, figure in enumerate(figures):
+            parts.append(figure.to_html(full_html=False, include_plotlyjs="cdn" if number == 0 else False))
     parts.append(f"<h2>table</h2><pre>{html.escape(table)}</pre>")
     if profiles:
         parts.append(f"<h2>profiles</h2><pre>{html.escape(profiles)}</pre>")

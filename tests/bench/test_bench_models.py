@@ -4,13 +4,16 @@ JSON carries device, versions and sizes, and --profile splits a call's time into
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
+import pytest
 import torch
 from torch import nn
 
 from minicompiler.bench.__main__ import main
+from minicompiler.bench.chart import write_html
 from minicompiler.bench.compare import bench_inference, bench_training, compilers
 from minicompiler.bench.zoo import CASES, Built
 
@@ -72,3 +75,14 @@ def test_only_matches_parts_or_whole_names() -> None:
 
     assert matches("ResNet-18 b16", "ResNet-18 b1") and not matches("ResNet-18 b16", "ResNet-18 b1$")
     assert matches("ResNet-18 b1", "ResNet-18 b1$")
+
+
+def test_html_without_plotly_keeps_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU machine has no plotly: the benchmark must still write its page (it crashed there)."""
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "plotly" else real_find_spec(
+        name, *a))
+    page = tmp_path / "bench.html"
+    write_html(page, {"device": "cpu"}, [], "the table", "")
+    text = page.read_text()
+    assert "the table" in text and "plotly is not installed" in text
