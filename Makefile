@@ -36,7 +36,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON3$*) -m venv .venv3$*
 	.venv3$*/bin/python -m pip install -q --upgrade pip
 	.venv3$*/bin/python -m pip install -q "$(TORCH_PIN)"
-	.venv3$*/bin/python -m pip install -q -e ".[test,notebook]"
+	.venv3$*/bin/python -m pip install -q -e ".[test,notebook,hf]"
 	touch $@
 
 demo: $(VENV)/.installed
