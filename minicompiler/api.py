@@ -37,9 +37,10 @@ from minicompiler.capture.resume import REAL_NULL
 from minicompiler.capture.resume_function import resume_function
 from minicompiler.capture_report import add_trace, break_info, merge_bytecode, segment_reason, slot_name
 from minicompiler.compiled_module import CompiledModule
+from minicompiler.dynamic_shapes import DynamicShapes
 from minicompiler.pipeline import BACKENDS, compile_graph
 from minicompiler.report import CompileReport, InstructionInfo
-from minicompiler.runtime.cache import CacheEntry, failed_size_guard, first_passing, first_runnable, why_not_runnable
+from minicompiler.runtime.cache import CacheEntry, first_passing, first_runnable, why_not_runnable
 
 # torch.compile's modes, and what each switches on here: (CUDA graphs, autotuned launch configs)
 MODES = {
@@ -53,7 +54,6 @@ OPTIONS = {"triton.cudagraphs": 0, "max_autotune": 1}
 # and TorchInductor's layout optimization: convolutions channels-last (layout.py); unset: on CUDA only
 LAYOUT_OPTION = "layout_optimization"
 CACHE_SIZE_LIMIT = 8
-MAX_SIZES_PER_ENTRY = 32  # graphs kept per dynamic entry (one per set of sizes seen)
 
 
 class GraphBreakError(RuntimeError):
@@ -80,7 +80,7 @@ def _function_info(fn: Callable) -> tuple[str, str, int, str]:
         return name, "", 0, ""
 
 
-class CompiledFunction:
+class CompiledFunction(DynamicShapes):
     """What `minicompiler.compile(fn)` returns: call it like `fn`; read `.report`."""
 
     def __init__(self, fn: Callable, backend: str, mode: str, dynamic: bool | None, fullgraph: bool,
@@ -149,61 +149,6 @@ class CompiledFunction:
             return None, self.reports[-1]
         self.cache = [*self.cache, entry]  # a new list: threads reading the old one see it whole
         return entry, entry.report
-
-    # -- dynamic shapes ------------------------------------------------------------------------
-    def _dynamic_dims_of(self, path: str, tensor: torch.Tensor) -> tuple[int, ...]:
-        """The dims of the input at `path` whose guard accepts any size >= 2: all of them with
-        dynamic=True (for arguments: parameters and buffers keep their sizes, as in Dynamo), those
-        seen changing with dynamic=None, none with dynamic=False. Sizes 0 and 1 stay exact (they
-        change broadcasting), and so do non-contiguous tensors' strides."""
-        if self.dynamic is False or not tensor.is_contiguous():
-            return ()
-        is_argument = path.removeprefix("torch.from_numpy(").startswith(("args[", "kwargs["))
-        dims = range(tensor.ndim) if self.dynamic and is_argument else sorted(self.dynamic_dims.get(path, ()))
-        return tuple(d for d in dims if tensor.shape[d] >= 2)
-
-    def _learn_dynamic_dims(self, args: tuple, kwargs: dict) -> None:
-        """dynamic=None: when a tensor's guard failed only on sizes, those dims become dynamic
-        from this recompile on (as TorchDynamo does)."""
-        if self.dynamic is not None or not self.cache:
-            return
-        captured = self.cache[-1].captured
-        failed = first_failing_guard(self.cache[-1].guards, args, kwargs)
-        if failed is None or failed.kind != "tensor":
-            return
-        paths = [source.path for source in captured.input_sources]
-        old = captured.graph.inputs[paths.index(failed.source)].meta
-        new = failed.fetch(args, kwargs)
-        if not isinstance(new, torch.Tensor) or (new.ndim, new.dtype, new.device) != (old.ndim, old.dtype,
-                                                                                        old.device):
-            return
-        changed = {d for d in range(new.ndim) if new.shape[d] != old.shape[d] and min(new.shape[d], old.shape[d]) >= 2}
-        if changed:
-            self.dynamic_dims.setdefault(failed.source, set()).update(changed)
-
-    def _for_sizes(self, entry: CacheEntry, args: tuple, kwargs: dict) -> tuple[CacheEntry | None,
-                                                                                CompileReport | None]:
-        """The graph of a dynamic `entry` for this call's sizes, captured (and compiled to the
-        same shape-generic kernels) the first time those sizes come; with the new report, if any."""
-        if not entry.captured.dynamic_inputs:
-            return entry, None
-        reason = None
-        if entry.captured.sizes is not None:  # one symbolic graph for all sizes its size guards allow
-            reason = failed_size_guard(entry, args, kwargs)
-            if reason is None:
-                return entry, None
-        sizes = entry.captured.dynamic_sizes(args, kwargs)
-        if sizes == entry.sizes and reason is None:
-            return entry, None
-        variant = entry.variants.get(sizes)
-        if variant is not None and first_failing_guard(variant.guards, args, kwargs) is None:
-            return variant, None
-        variant = self._compile(args, kwargs, reason, symbolic=False)
-        if variant is not None:
-            if len(entry.variants) >= MAX_SIZES_PER_ENTRY:
-                entry.variants.pop(next(iter(entry.variants)))  # the oldest goes: recapturing is cheap
-            entry.variants[sizes] = variant
-        return variant, variant.report if variant is not None else None
 
     def _warn_cache_limit(self) -> None:
         if not self._warned_cache_limit:
@@ -280,11 +225,20 @@ class CompiledFunction:
         return f"guard failed: {failed.description} ({failed.source})" if failed else None
 
     def _new_report(self, recompile_reason: str | None) -> CompileReport:
+        report = self._unrecorded_report(recompile_reason)
+        self.reports.append(report)
+        return report
+
+    def _unrecorded_report(self, recompile_reason: str | None) -> CompileReport:
         name, filename, firstlineno, source = _function_info(self.fn)
         report = CompileReport(name, filename, firstlineno, source)
         report.recompile_reason = recompile_reason
-        self.reports.append(report)
         return report
+
+    def _symbols_allowed(self, args: tuple, kwargs: dict) -> bool:
+        # CUDA graphs and autotuning are recorded for one set of sizes; `eager` compiles nothing
+        return not (self.symbolic_off or self.dynamic is False or self.cuda_graphs or self.autotune
+                    or _choose_backend(self.backend, args, kwargs) == "eager")
 
     def _compile(self, args: tuple, kwargs: dict, recompile_reason: str | None,
                  symbolic: bool = True) -> CacheEntry | None:
@@ -309,43 +263,6 @@ class CompiledFunction:
             self.runs_eagerly = report.eager_fallback
             return None
         return self._compile_captured(captured, report, args, kwargs, start)
-
-    def _compile_symbolic(self, args: tuple, kwargs: dict, recompile_reason: str | None) -> CacheEntry | None:
-        """Dynamic dims as symbols: one graph, one program for every size its guards allow. None
-        when this call has no dynamic dims, or when symbolic sizes fail anywhere (the call is then
-        compiled for its own sizes, as it would be without them: correct first, general second)."""
-        if not self._symbols_allowed(args, kwargs):
-            return None
-        start = time.perf_counter()
-        try:
-            captured = capture(self.fn, args, kwargs, allow_breaks=not self.fullgraph,
-                               dynamic_dims=self._dynamic_dims_of, symbolic=True)
-        except Unsupported:
-            return None  # captured again for these sizes, which reports the reason
-        name, filename, firstlineno, source = _function_info(self.fn)
-        report = CompileReport(name, filename, firstlineno, source)
-        report.recompile_reason = recompile_reason
-        entry = self._compile_with_symbols(captured, report, args, kwargs, start)
-        if entry is not None:
-            self.reports.append(report)
-        return entry
-
-    def _symbols_allowed(self, args: tuple, kwargs: dict) -> bool:
-        # CUDA graphs and autotuning are recorded for one set of sizes; `eager` compiles nothing
-        return not (self.symbolic_off or self.dynamic is False or self.cuda_graphs or self.autotune
-                    or _choose_backend(self.backend, args, kwargs) == "eager")
-
-    def _compile_with_symbols(self, captured: CaptureResult, report: CompileReport, args: tuple, kwargs: dict,
-                              start: float) -> CacheEntry | None:
-        """Compile a symbolic capture, and generate the program this call runs; None (nothing
-        recorded in `report`) if it has no symbols or any stage fails on them."""
-        if not captured.symbols:
-            return None
-        try:
-            return self._compile_captured(captured, report, args, kwargs, start, prepare=True)
-        except Exception as error:  # noqa: BLE001 - any stage that cannot take a symbol: sizes specialized
-            self.symbolic_off = f"{type(error).__name__}: {error}"
-            return None
 
     def _learn_float_inputs(self, key: tuple, failed: Guard | str | None, args: tuple) -> None:
         """A segment captured again because a float in its frame changed (what `.item()` returned

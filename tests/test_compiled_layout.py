@@ -69,7 +69,8 @@ def test_channels_last_gradients_equal_eager() -> None:
     out.square().sum().backward()
     expected.square().sum().backward()
     for ours, theirs in zip(net.parameters(), eager.parameters(), strict=True):
-        torch.testing.assert_close(ours.grad, theirs.grad)
+        # sums over N*H*W in another order than eager's: float32 rounding, on gradients of size ~10
+        torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-4)
 
 
 def test_row_major_stays_row_major() -> None:

@@ -89,3 +89,14 @@ def test_shape_dependent_python_is_captured_per_size() -> None:
         x = torch.randn(rows, 3)
         torch.testing.assert_close(compiled(x), fn(x))
     assert len(compiled.cache) == 1 and len(compiled.reports) == 2
+
+
+def test_a_keyword_argument_given_by_position_later_recompiles() -> None:
+    """f(x=t) then f(t2) of another size: the failed guard's kwargs['x'] is not there to learn a
+    dynamic dim from (it raised KeyError from inside the runtime)."""
+    compiled = minicompiler.compile(lambda x: x * 2)
+    first = torch.tensor(1.0)
+    torch.testing.assert_close(compiled(x=first), first * 2)
+    second = torch.randn(3)
+    torch.testing.assert_close(compiled(second), second * 2)
+    assert len(compiled.reports) == 2
