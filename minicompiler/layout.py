@@ -20,11 +20,14 @@ a node that a view reads stays row-major: the view's strides were worked out for
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
 from minicompiler.ir import OPS, Graph, Node, TensorMeta, map_structure
+from minicompiler.replace.conv_bn import folded_weight
+from minicompiler.runtime.cuda_graphs import recording_cuda_graph
 
 CHANNELS_LAST = torch.channels_last
 CONVOLUTIONS = (torch.conv2d, torch.conv_transpose2d)
@@ -92,7 +95,7 @@ def _convert_weights(graph: Graph) -> list[str]:
     users, outputs = graph.users(), set(graph.output_nodes())
     notes = []
     for conv in _convolutions(graph):
-        weight = conv.args[2]
+        weight = _parameter_of(conv.args[2])
         if (not isinstance(weight, Node) or weight.op != "placeholder" or not _concrete_4d(weight)
                 or is_channels_last(weight) or weight in outputs
                 or any(OPS[u.op].kind == "view" for u in users[weight] if u.op != "output")):
@@ -100,6 +103,14 @@ def _convert_weights(graph: Graph) -> list[str]:
         weight.meta = dataclasses.replace(weight.meta, strides=channels_last_strides(weight.meta.shape))
         notes.append(f"{weight.name}: converted to channels-last once, and again only when it changes")
     return notes
+
+
+def _parameter_of(weight: Any) -> Any:
+    """The tensor a convolution's weight comes from: a batch norm folded into it (replace/conv_bn.py)
+    scales the parameter per channel, which keeps its layout, so converting the parameter is enough."""
+    if isinstance(weight, Node) and weight.op == "torch_call" and weight.args[0] is folded_weight:
+        return weight.args[1]
+    return weight
 
 
 def _outputs_as_eager(graph: Graph, eager: dict[Node, TensorMeta], keep_last: int) -> list[str]:
@@ -119,6 +130,8 @@ def channels_last_copy(tensor: torch.Tensor) -> torch.Tensor:
     again only when the tensor changes (its memory or version counter: an optimizer step)."""
     if tensor.is_contiguous(memory_format=CHANNELS_LAST):
         return tensor
+    if recording_cuda_graph():  # a CUDA graph's replays run no Python: copy in it
+        return tensor.detach().contiguous(memory_format=CHANNELS_LAST)
     state = (tensor.data_ptr(), tensor._version)
     kept = _COPIES.get(tensor)
     if kept is None or kept[0] != state:

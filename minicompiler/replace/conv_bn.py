@@ -7,11 +7,15 @@ In eval mode batch norm is a per-channel affine map with the running statistics,
 so bn(conv(x, w, b)) = conv(x, w * scale[:, None, None, None], (b - mean) * scale + beta):
 one convolution instead of a convolution and a pass over its whole output.
 
-The new weight and bias are computed *inside* the compiled program from the live parameters and
-running statistics (a few per-channel ops), not baked in as constants: loading a state dict or
-updating the statistics between calls needs no recompile and cannot go stale. Training-mode batch
-norm (batch statistics) is a different graph, never a `torch_call` of F.batch_norm, so it is
-never folded.
+The new weight and bias are computed from the live parameters and running statistics, not baked
+in as constants: loading a state dict or updating the statistics between calls needs no recompile
+and cannot go stale. But they are not computed on every call either (that cost a pass over every
+weight per call, and handed the convolution a new weight tensor each time, which oneDNN and cuDNN
+prepare again): `folded_weight` and `folded_bias` keep their result per weight until one of the
+tensors they read changes (its memory or version counter), as TorchInductor's freezing folds them
+once. Where a gradient is asked for (grad mode on and an input requiring grad: the backward of the
+call, run by torch autograd), they compute afresh. Training-mode batch norm (batch statistics) is a
+different graph, never a `torch_call` of F.batch_norm, so it is never folded.
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.utils.weak import WeakIdKeyDictionary
 
 from minicompiler.ir import Graph, Node, rewrite
 from minicompiler.replace.deferred import Deferred, single_use
+from minicompiler.runtime.cuda_graphs import recording_cuda_graph
 from minicompiler.simplify.facts import location
 
 CONVOLUTIONS = frozenset({torch.conv1d, torch.conv2d, torch.conv3d})
@@ -65,13 +71,49 @@ def fold_conv_batch_norm(graph: Graph, log: list[str] | None = None) -> Graph:
 def _folded_conv(g: Graph, conv: tuple[Any, ...], bn: tuple[Any, ...]) -> Node:
     fn, x, weight, bias, *settings = conv
     _, _, mean, var, gamma, beta, _, _, eps = bn
-    scale = g.call("rsqrt", g.call("add", var, eps))  # (C_out,)
-    if gamma is not None:
-        scale = g.call("mul", scale, gamma)
-    per_out_channel = (weight.meta.shape[0],) + (1,) * (weight.meta.ndim - 1)  # (C_out,) -> against (C_out, C_in, k...)
-    new_weight = g.call("mul", weight, g.call("reshape", scale, per_out_channel))
-    shifted = g.call("neg", mean) if bias is None else g.call("sub", bias, mean)
-    new_bias = g.call("mul", shifted, scale)
-    if beta is not None:
-        new_bias = g.call("add", new_bias, beta)
+    new_weight = g.call("torch_call", folded_weight, weight, var, gamma, eps)
+    new_bias = g.call("torch_call", folded_bias, bias, weight, mean, var, gamma, beta, eps)
     return g.call("torch_call", fn, x, new_weight, new_bias, *settings)
+
+
+def _scale(var: torch.Tensor, gamma: torch.Tensor | None, eps: float) -> torch.Tensor:
+    scale = torch.rsqrt(var + eps)  # (C_out,)
+    return scale if gamma is None else scale * gamma
+
+
+def folded_weight(weight: torch.Tensor, var: torch.Tensor, gamma: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """w * scale, per output channel (kept until an input changes)."""
+    def fold() -> torch.Tensor:
+        per_out_channel = (weight.shape[0],) + (1,) * (weight.ndim - 1)  # (C_out,) against (C_out, C_in, k...)
+        return weight * _scale(var, gamma, eps).reshape(per_out_channel)
+
+    return _kept(fold, "weight", weight, (weight, var, gamma, eps))
+
+
+def folded_bias(bias: torch.Tensor | None, weight: torch.Tensor, mean: torch.Tensor, var: torch.Tensor,
+                gamma: torch.Tensor | None, beta: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """(b - mean) * scale + beta (kept until an input changes; `weight` only names the entry)."""
+    def fold() -> torch.Tensor:
+        shifted = -mean if bias is None else bias - mean
+        new_bias = shifted * _scale(var, gamma, eps)
+        return new_bias if beta is None else new_bias + beta
+
+    return _kept(fold, "bias", weight, (bias, mean, var, gamma, beta, eps))
+
+
+def _kept(fold: Any, what: str, owner: torch.Tensor, inputs: tuple[Any, ...]) -> torch.Tensor:
+    """fold(), computed again only when a tensor in `inputs` is another one or was changed."""
+    tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+    if (any(t.device.type == "meta" for t in tensors) or recording_cuda_graph()
+            or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))):
+        # shape inference; a CUDA graph being recorded (its replays run no Python: the fold must
+        # be in the graph to follow the weights); a result torch autograd differentiates
+        return fold()
+    state = tuple((id(t), t.data_ptr(), t._version) if isinstance(t, torch.Tensor) else t for t in inputs)
+    kept = _FOLDED.setdefault(owner, {})
+    if what not in kept or kept[what][0] != state:
+        kept[what] = (state, fold())
+    return kept[what][1]
+
+
+_FOLDED: WeakIdKeyDictionary = WeakIdKeyDictionary()  # weight -> {"weight"/"bias": (inputs' state, result)}

@@ -45,6 +45,12 @@ MAX_CHANGED_RECORDINGS = 4  # recordings after which only parameters are read in
 _LENT: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDictionary()
 
 
+def recording_cuda_graph() -> bool:
+    """Is a CUDA graph being recorded on this stream now? Its replays run no Python, so a value a
+    wrapper keeps between calls (a folded or converted weight) must then be computed in the graph."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
 def _layout(tensors: list[torch.Tensor]) -> list[tuple]:
     return [(t.shape, t.stride(), t.dtype, t.device) for t in tensors]
 

@@ -98,3 +98,31 @@ def test_gradients_through_a_folded_eval_batch_norm_equal_eager() -> None:
     model(x).square().sum().backward()
     for a, b in zip(got, [x.grad, *(p.grad for p in model.parameters())], strict=True):
         torch.testing.assert_close(a, b)
+
+
+def test_the_folded_weight_is_kept_between_calls_until_a_tensor_changes() -> None:
+    """The fold runs once, not on every call (TorchInductor's freezing folds once too): the second
+    call computes no rsqrt, the third, after a running statistic changed, does."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.names: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            self.names.append(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    model = conv_bn_relu(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)).eval()
+    compiled = minicompiler.compile(model)
+    x = torch.randn(2, 3, 10, 10)
+    with torch.no_grad():
+        compiled(x)
+        with Ops() as second:
+            torch.testing.assert_close(compiled(x), model(x))
+        model[1].running_var.mul_(2)
+        with Ops() as third:
+            torch.testing.assert_close(compiled(x), model(x))
+    assert not any("rsqrt" in name for name in second.names)
+    assert any("rsqrt" in name for name in third.names)
