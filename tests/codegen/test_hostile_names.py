@@ -19,7 +19,11 @@ from minicompiler.notebook.views import VIEWS, report_to_html, stage_names
 
 # `float` and `double` cannot be nn.Module attributes (Module.float() exists); they are arguments below
 ATTRIBUTES = ["class", "def", "int", "auto", "namespace", "x'y", 'q"q', "é", "变量", "a\nb", "torch", "tl", "std",
-              "return", "None", "size0", "s0", "const_0", "kernel_mul", "in_x", "sizes", "_"]
+              "return", "None", "size0", "s0", "const_0", "kernel_mul", "in_x", "sizes", "_",
+              # names the generated code makes or imports itself: temporaries, loop indices, block
+              # sizes, the wrapper's own arguments and helpers, the Triton and C++ spellings
+              "tmp0", "x", "r", "xmask", "BLOCK", "RBLOCK", "triton", "inputs", "call", "ops", "output",
+              "channels_last_copy", "out_x", "in_class", "sizes0", "grad", "tangents_1", "self_", "__x__"]
 SCRIPT = "</pre><script>alert(1)</script>"
 
 
@@ -39,6 +43,26 @@ class Hostile(nn.Module):
         return y.sin() + getattr(getattr(self, "import"), "while")
 
 
+def test_training_with_hostile_names(backend):
+    """The backward graph names its gradients and saved tensors after the forward's nodes."""
+    model = Hostile()
+    compiled = minicompiler.compile(model, backend=backend)
+    for _ in range(2):  # fresh inputs, the cached program the second time
+        x = torch.randn(4, 6, requires_grad=True)
+        expected, eager_grads = _loss_and_grads(model, x)
+        actual, compiled_grads = _loss_and_grads(compiled, x)
+        torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-6)
+        assert_same(compiled_grads, eager_grads)
+    assert any(graph.kernels for graph in compiled.report.graphs)
+    assert_python_stages_parse(compiled.report)
+
+
+def _loss_and_grads(fn, x):
+    loss = (fn(x) * torch.linspace(0.5, 1.5, 6)).sum()
+    params = [x, *dict(fn.named_parameters()).values()] if isinstance(fn, nn.Module) else [x]
+    return loss.detach(), torch.autograd.grad(loss, params)
+
+
 def hostile_arguments(é, 变量, int, float, double, auto, size0, s0, sizes):  # noqa: A002 (shadowing is the point)
     namespace = é * 变量 + int
     std = namespace.exp() * float - double
@@ -48,15 +72,21 @@ def hostile_arguments(é, 变量, int, float, double, auto, size0, s0, sizes):  
 
 def assert_same(compiled, eager):
     for c, e in zip(torch.utils._pytree.tree_leaves(compiled), torch.utils._pytree.tree_leaves(eager), strict=True):
-        torch.testing.assert_close(c, e)
+        # a product of ~40 parameters: compiled code may multiply in another order (a few ulps)
+        torch.testing.assert_close(c, e, rtol=1e-5, atol=1e-6)
 
 
 def assert_python_stages_parse(report):
-    """Every Python text the report holds (printed graphs, wrappers, Triton kernels) is valid Python."""
+    """Every Python text the report holds (printed graphs, wrappers, Triton kernels) is valid Python,
+    and non-ASCII user text reaches kernel sources (C++ and Triton) only inside comments."""
     for graph in report.graphs:
         for stage in graph.stages:
             if stage.language in ("python", "triton") and stage.text.startswith("def "):
                 ast.parse(stage.text)
+        for kernel in graph.kernels:
+            for line in kernel.code.splitlines():
+                code = line.split("//")[0].split("#")[0]
+                assert code.isascii(), line
 
 
 def test_module_attributes_with_hostile_names(backend):
@@ -107,6 +137,20 @@ def test_a_source_line_ending_in_a_backslash_does_not_swallow_cpp_code():
     assert_same(compiled(x), script_line(x))
     code = "\n".join(k.code for graph in compiled.report.graphs for k in graph.kernels)
     assert not any(line.rstrip().endswith("\\") for line in code.splitlines() if "//" in line)
+
+
+def test_a_function_named_with_quotes_newlines_and_keywords(backend):
+    """A function's name (and qualified name) reaches kernel names, the wrapper and the report."""
+    def f(x):
+        return (x.cos() * 2).sum(-1)
+
+    for name in ['a"b\'c\nd', "class", "变量"]:
+        f.__code__ = f.__code__.replace(co_name=name)
+        f.__name__, f.__qualname__ = name, name + ".<locals>." + name
+        compiled, x = minicompiler.compile(f, backend=backend), torch.randn(3, 5)
+        assert_same(compiled(x), f(x))
+        assert compiled.report.graphs[0].kernels
+        assert_python_stages_parse(compiled.report)
 
 
 def test_html_report_escapes_user_text(capsys):
