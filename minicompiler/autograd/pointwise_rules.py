@@ -34,6 +34,14 @@ UNARY_RULES: dict[str, Callable[[GraphOps, Node, Node, Node], Node]] = {
     "expm1": lambda ops, g, y, x: ops.mul(g, ops.add(y, 1)),  # d/dx (e^x - 1) = e^x
     "reciprocal": lambda ops, g, y, x: ops.neg(ops.mul(g, ops.mul(y, y))),  # d/dx 1/x = -1/x^2
     "clone": lambda ops, g, y, x: g,  # a copy
+    "asin": lambda ops, g, y, x: ops.mul(g, ops.rsqrt(ops.sub(1, ops.mul(x, x)))),  # 1 / sqrt(1 - x^2)
+    "acos": lambda ops, g, y, x: ops.neg(ops.mul(g, ops.rsqrt(ops.sub(1, ops.mul(x, x))))),  # -1 / sqrt(1 - x^2)
+    "atan": lambda ops, g, y, x: ops.div(g, ops.add(ops.mul(x, x), 1)),  # 1 / (1 + x^2)
+    "asinh": lambda ops, g, y, x: ops.mul(g, ops.rsqrt(ops.add(ops.mul(x, x), 1))),  # 1 / sqrt(x^2 + 1)
+    "acosh": lambda ops, g, y, x: ops.mul(g, ops.rsqrt(ops.sub(ops.mul(x, x), 1))),  # 1 / sqrt(x^2 - 1)
+    "atanh": lambda ops, g, y, x: ops.div(g, ops.sub(1, ops.mul(x, x))),  # 1 / (1 - x^2)
+    # d/dx erfc(x) = -2/sqrt(pi) e^(-x^2)
+    "erfc": lambda ops, g, y, x: ops.mul(g, ops.mul(ops.exp(ops.neg(ops.mul(x, x))), -2 / math.sqrt(math.pi))),
 }
 
 
@@ -74,6 +82,17 @@ def vjp_div(ops: GraphOps, g: Node, y: Node, a: Any, b: Any) -> Grads:
 @vjp("remainder")  # a mod b = a - b floor(a / b): d/da = 1, d/db = -floor(a / b)
 def vjp_remainder(ops: GraphOps, g: Node, y: Node, a: Any, b: Any) -> Grads:
     return g, ops.neg(ops.mul(g, ops.floor(ops.div(a, b))))
+
+
+@vjp("fmod")  # a - b trunc(a / b): d/da = 1, d/db = -trunc(a / b)
+def vjp_fmod(ops: GraphOps, g: Node, y: Node, a: Any, b: Any) -> Grads:
+    return g, ops.neg(ops.mul(g, ops.trunc(ops.div(a, b))))
+
+
+@vjp("atan2")  # atan(a / b): d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2)
+def vjp_atan2(ops: GraphOps, g: Node, y: Node, a: Any, b: Any) -> Grads:
+    scale = ops.div(g, ops.add(ops.mul(a, a), ops.mul(b, b)))
+    return ops.mul(scale, b), ops.neg(ops.mul(scale, a))
 
 
 @vjp("pow")  # d(a^b) = b a^(b-1) da + a^b log(a) db

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.torch_ops import Lowering, extern, lowers, reduce_dims
-from minicompiler.ir import Graph, Node
+from minicompiler.ir import Graph, Node, infer_meta
 
 
 def _same_signature(op: str, fn: Any) -> Lowering:
@@ -31,7 +31,7 @@ def _same_signature(op: str, fn: Any) -> Lowering:
     return lowering
 
 
-TENSOR_PAIRS = {"xlogy", "xlog1py", "heaviside", "fmax", "fmin", "logaddexp", "logaddexp2"}
+TENSOR_PAIRS = {"xlogy", "xlog1py", "heaviside", "fmax", "fmin", "logaddexp", "logaddexp2", "atan2"}
 for _name in ["isnan", "isinf", "isposinf", "isneginf", "isfinite", "sinc", "xlogy", "heaviside", "fmax", "fmin",
               "logaddexp", "logaddexp2", "float_power", "nan_to_num", "logit"]:
     _fn = getattr(torch, _name)
@@ -45,6 +45,38 @@ for _name in ["logsigmoid", "tanhshrink", "hardshrink", "softshrink"]:
 lowers(torch.positive, methods=["positive"])(lambda g, x: x)  # +x is x itself
 lowers(torch.sgn, methods=["sgn"])(  # sign for real numbers
     lambda g, x: g.call("sign", x) if not x.meta.dtype.is_complex else extern(g, torch.sgn, x))
+
+
+# inverse trigonometry, erfc, signbit: primitives; atan2 and fmod too (tensor first)
+for _name, _aliases in {"asin": ["arcsin"], "acos": ["arccos"], "atan": ["arctan"], "asinh": ["arcsinh"],
+                        "acosh": ["arccosh"], "atanh": ["arctanh"], "erfc": [], "signbit": []}.items():
+    _fns = [getattr(torch, n) for n in (_name, *_aliases)]
+    _fns += [getattr(torch.special, _name)] if hasattr(torch.special, _name) else []
+    lowers(*_fns, methods=[_name, *_aliases])(_same_signature(_name, getattr(torch, _name)))
+lowers(torch.atan2, torch.arctan2, methods=["atan2", "arctan2"])(_same_signature("atan2", torch.atan2))
+lowers(torch.fmod, methods=["fmod"])(_same_signature("fmod", torch.fmod))
+lowers(torch.copysign, methods=["copysign"])(_same_signature("copysign", torch.copysign))
+
+
+@lowers(torch.round, methods=["round"])
+def round_(g: Graph, x: Any, *, decimals: int = 0) -> Node:
+    if not isinstance(x, Node) or (decimals != 0 and not x.meta.dtype.is_floating_point):
+        return extern(g, torch.round, x, decimals=decimals)
+    return g.call("round", x) if decimals == 0 else g.call("round_decimals", x, decimals)
+
+
+@lowers(torch.div, torch.divide, torch.true_divide, methods=["div", "divide", "true_divide"])
+def div(g: Graph, x: Any, other: Any, *, rounding_mode: str | None = None) -> Node:
+    if rounding_mode is None:
+        return g.call("div", x, other)
+    # "floor" / "trunc": a formula for floating results (decompose/rounding.py); integer
+    # division (and a Python number divided by a tensor) is kept whole
+    if isinstance(x, Node) and infer_meta("div_rounded", (x, other, rounding_mode), {}).dtype.is_floating_point:
+        return g.call("div_rounded", x, other, rounding_mode)
+    return extern(g, torch.div, x, other, rounding_mode=rounding_mode)
+
+
+lowers(torch.floor_divide, methods=["floor_divide"])(lambda g, x, other: div(g, x, other, rounding_mode="floor"))
 
 
 @lowers(torch.rsub)

@@ -122,13 +122,6 @@ lowers(torch.add, methods=["add"])(_with_alpha("add"))
 lowers(torch.sub, torch.subtract, methods=["sub", "subtract"])(_with_alpha("sub"))
 
 
-@lowers(torch.div, torch.divide, torch.true_divide, methods=["div", "divide", "true_divide"])
-def div(g: Graph, x: Any, other: Any, *, rounding_mode: str | None = None) -> Node:
-    if rounding_mode is not None:  # "floor"/"trunc" division: rare enough to keep whole
-        return extern(g, torch.div, x, other, rounding_mode=rounding_mode)
-    return g.call("div", x, other)
-
-
 _BINARY = {
     "mul": [torch.mul, torch.multiply], "pow": [torch.pow], "maximum": [torch.maximum],
     "minimum": [torch.minimum], "eq": [torch.eq], "ne": [torch.ne, torch.not_equal],

@@ -25,7 +25,6 @@ from typing import Any
 import torch
 
 from minicompiler.codegen.common import (
-    COMPARISONS,
     LOGICAL,
     LOW_PRECISION,
     KernelOps,
@@ -36,7 +35,7 @@ from minicompiler.codegen.common import (
 )
 from minicompiler.fuse.schedule import Kernel
 from minicompiler.ir.graph import Node
-from minicompiler.ir.ops import OPS
+from minicompiler.ir.ops import COMPARISONS, OPS
 from minicompiler.ir.symbolic import SymSize, size_hint
 
 # pow(x, c) for the exponents torch itself special-cases: same results, and no pow call.
@@ -91,7 +90,7 @@ def _operand_dtypes(node: Node, operands: list[Any]) -> list[torch.dtype]:
         return [torch.bool] * len(operands)
     if node.op == "where":
         return [torch.bool, out, out]
-    if node.op == "convert":
+    if node.op in ("convert", "signbit"):  # the operand as it is: a cast, a test of its sign
         return [compute_dtype(operands[0].meta.dtype)]
     return [out] * len(operands)
 
@@ -262,7 +261,7 @@ class BodyWriter:
         values = [self.operand(a, t, scope, level, shape) for a, t in zip(operands, dtypes, strict=True)]
         if node.op == "convert":
             return ops.to_dtype(values[0], out)
-        if node.op in ("floor", "ceil", "trunc") and not out.is_floating_point:
+        if node.op in ("floor", "ceil", "trunc", "round") and not out.is_floating_point:
             return values[0]  # integers are already whole
         if node.op == "pow":
             return self.power(operands[1], values, out)

@@ -22,7 +22,7 @@ import torch
 from minicompiler.codegen.sizes import Extent, KernelSizes, index_terms, render_index
 from minicompiler.fuse.schedule import Kernel
 from minicompiler.ir.graph import Node, TensorMeta
-from minicompiler.ir.ops import COMPARISONS
+from minicompiler.ir.ops import PREDICATES
 from minicompiler.ir.printer import format_value
 
 Level = Literal["element", "row"]  # per element of the domain, or once per row of a reduction
@@ -138,7 +138,7 @@ class KernelOps(abc.ABC):
         raise AttributeError(f"{type(self).__name__} has no op {op!r}")
 
     def pointwise(self, op: str, *args: Value) -> Value:
-        if op in COMPARISONS or op in LOGICAL:
+        if op in PREDICATES or op in LOGICAL:
             dtype = torch.bool
         else:
             dtype = args[1].dtype if op == "where" else args[0].dtype

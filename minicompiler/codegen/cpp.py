@@ -36,102 +36,16 @@ from minicompiler.codegen.common import (
     provenance_comment,
     reduction_identity,
 )
+from minicompiler.codegen.cpp_prelude import PRELUDE
 from minicompiler.codegen.sizes import Extent, KernelSizes, index_terms, render_index
 from minicompiler.fuse.schedule import Kernel
 from minicompiler.ir.graph import Node
 from minicompiler.runtime import loader
 
 PARALLEL_THRESHOLD = 32768  # fewer elements than this: one thread beats waking OpenMP's team
-FAST_TRIG = {"sin": "fast_sin", "cos": "fast_cos"}  # float32 only; see PRELUDE
+FAST_TRIG = {"sin": "fast_sin", "cos": "fast_cos"}  # float32 only; see cpp_prelude.py
 UNIT_TRIG = {"sin": "sin_of_unit", "cos": "cos_of_unit"}  # ... of arguments in [-1, 1]
 FAST_TRIG_BLOCK = 4096  # elements checked together: a block with a large argument is redone exactly
-
-PRELUDE = r"""
-// -fno-finite-math-only (for correct NaN/inf) makes GCC drop __FAST_MATH__, which glibc reads
-// to declare the SIMD versions (libmvec) of cos, exp, ...: define it so those loops vectorize.
-#ifndef __FAST_MATH__
-#define __FAST_MATH__ 1
-#endif
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-#include <type_traits>
-#include <vector>
-
-// torch.maximum/minimum propagate NaN; std::fmax does not.
-template <typename T> inline T max_propagate_nan(T a, T b) { return (a > b || a != a) ? a : b; }
-template <typename T> inline T min_propagate_nan(T a, T b) { return (a < b || a != a) ? a : b; }
-// ... and as OpenMP reductions, so `omp simd` may vectorize amax/amin loops too
-#define REDUCTION_TYPES float, double, int64_t, int32_t, int16_t, int8_t, uint8_t, bool
-#pragma omp declare reduction(max_propagate_nan : REDUCTION_TYPES : \
-    omp_out = max_propagate_nan(omp_out, omp_in)) initializer(omp_priv = omp_orig)
-#pragma omp declare reduction(min_propagate_nan : REDUCTION_TYPES : \
-    omp_out = min_propagate_nan(omp_out, omp_in)) initializer(omp_priv = omp_orig)
-
-template <typename T> inline T sign(T x) { return static_cast<T>((T(0) < x) - (x < T(0))); }
-
-// A reduction kernel's row cache: room for n values of T in a per-thread buffer kept between
-// rows and calls (bytes, so that bool gets a plain array; std::vector<bool> packs bits).
-template <typename T> inline T* row_cache(std::vector<unsigned char>& bytes, int64_t n) {
-    bytes.resize(n * sizeof(T));
-    return reinterpret_cast<T*>(bytes.data());
-}
-
-// Python's %: the result has the sign of the divisor (C's fmod and % follow the dividend).
-template <typename T> inline T python_remainder(T a, T b) {
-    T m;
-    if constexpr (std::is_floating_point_v<T>) m = std::fmod(a, b); else m = a % b;
-    return (m != 0 && ((m < 0) != (b < 0))) ? m + b : m;
-}
-
-// float32 sin and cos that vectorize into a few FMAs (as SLEEF's 3.5-ulp "u35" functions do):
-// subtract the nearest multiple q of pi (for cos: the nearest odd multiple of pi/2) and take an
-// odd polynomial of the rest r, |r| <= pi/2. pi is split into three floats so that each q * part
-// is exact: r is exact for |x| <= FAST_TRIG_LIMIT. Kernels check each argument and compute a
-// block again with std::sin/std::cos where one is larger (or NaN, or inf).
-#define FAST_TRIG_LIMIT 125.0f
-inline float sin_polynomial(float r) {  // sin(r) for |r| <= pi/2, in Estrin form (short chains)
-    float s = r * r, s2 = s * s;
-    float low = std::fma(0.00833307858556509017944336f, s, -0.166666597127914428710938f);
-    float high = std::fma(2.6083159809786593541503e-06f, s, -0.0001981069071916863322258f);
-    return std::fma(s, std::fma(high, s2, low) * r, r);
-}
-inline float fast_sin(float x) {  // q nearest x / pi: sin(x) = (-1)^q sin(x - q pi)
-    float q = std::nearbyint(x * 0.318309886183790671538f);
-    float r = std::fma(q, -3.1414794921875f, x);
-    r = std::fma(q, -0.00011315941810607910156f, r);
-    r = std::fma(q, -1.9841872589410058936e-09f, r);
-    return sin_polynomial((static_cast<int>(q) & 1) ? -r : r);
-}
-inline float fast_cos(float x) {  // q odd nearest x / (pi/2): cos(x) = -(-1)^((q-1)/2) sin(x - q pi/2)
-    float q = 1.0f + 2.0f * std::nearbyint(x * 0.318309886183790671538f - 0.5f);
-    float r = std::fma(q, -1.57073974609375f, x);
-    r = std::fma(q, -5.657970905303955078e-05f, r);
-    r = std::fma(q, -9.920936294705029468e-10f, r);
-    return sin_polynomial((static_cast<int>(q) & 2) ? r : -r);
-}
-// Arguments known to lie in [-1, 1] (results of sin or cos) need no reduction at all:
-inline float sin_of_unit(float x) { return sin_polynomial(x); }
-inline float cos_of_unit(float x) {  // cos(x) = sin(pi/2 - |x|), pi/2 in two parts
-    return sin_polynomial((1.57079637050628662109375f - std::abs(x)) - 4.37113900018624283e-8f);
-}
-
-// bfloat16 is the top half of a float32: widen by shifting, narrow by rounding to nearest even.
-inline float bf16_to_float(uint16_t bits) {
-    uint32_t wide = static_cast<uint32_t>(bits) << 16;
-    float value;
-    std::memcpy(&value, &wide, sizeof(value));
-    return value;
-}
-inline uint16_t float_to_bf16(float value) {
-    uint32_t bits;
-    std::memcpy(&bits, &value, sizeof(bits));
-    if (value != value) return 0x7fc0;
-    bits += 0x7fff + ((bits >> 16) & 1);
-    return static_cast<uint16_t>(bits >> 16);
-}
-"""
 
 COMPUTE_TYPES = {
     torch.float32: "float", torch.float64: "double", torch.int64: "int64_t", torch.int32: "int32_t",
@@ -151,6 +65,10 @@ TEMPLATES = {
     "eq": "{0} == {1}", "ne": "{0} != {1}", "lt": "{0} < {1}", "le": "{0} <= {1}", "gt": "{0} > {1}",
     "ge": "{0} >= {1}", "logical_and": "{0} && {1}", "logical_or": "{0} || {1}",
     "remainder": "python_remainder({0}, {1})", "where": "{0} ? {1} : {2}",
+    "asin": "std::asin({0})", "acos": "std::acos({0})", "atan": "std::atan({0})", "asinh": "std::asinh({0})",
+    "acosh": "std::acosh({0})", "atanh": "std::atanh({0})", "erfc": "std::erfc({0})",
+    "round": "std::nearbyint({0})",  # the default rounding mode: to nearest, halves to even
+    "signbit": "sign_bit({0})", "atan2": "std::atan2({0}, {1})", "fmod": "c_fmod({0}, {1})",
 }
 REDUCE = {"sum": "{acc} + {value}", "amax": "max_propagate_nan({acc}, {value})",
           "amin": "min_propagate_nan({acc}, {value})"}

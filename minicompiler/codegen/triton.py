@@ -35,6 +35,7 @@ from minicompiler.codegen.common import (
     reduction_identity,
 )
 from minicompiler.codegen.sizes import KernelSizes, Symbol
+from minicompiler.codegen.triton_prelude import PRELUDE
 from minicompiler.fuse.schedule import Kernel
 from minicompiler.ir.symbolic import size_hint
 
@@ -48,85 +49,6 @@ POINTWISE_WARPS = 2
 # floats slower (77% of copy bandwidth instead of 82%; benchmarks/triton_block_sweep.py).
 STREAMING_LOADS: str | None = None
 
-# Math the interpreter (TRITON_INTERPRET=1) cannot take from libdevice, written with core
-# tl ops so one source runs on the GPU and on the CPU alike.
-PRELUDE = '''
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def _max_nan(a, b):
-    # NaN-propagating max (torch.amax); the combine function of tl.reduce
-    return tl.where((a > b) | (a != a), a, b)
-
-
-@triton.jit
-def _min_nan(a, b):
-    return tl.where((a < b) | (a != a), a, b)
-
-
-@triton.jit
-def _remainder(a, b):
-    # Python's %: the sign of the divisor (Triton's % follows the dividend, like C)
-    m = a % b
-    return tl.where((m != 0) & ((m < 0) != (b < 0)), m + b, m)
-
-
-@triton.jit
-def _sign(x):
-    # (nested tl.where on a value loaded from bfloat16 miscompiled in Triton 3.6 on an H100)
-    return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
-
-
-@triton.jit
-def _trunc(x):
-    return tl.where(x < 0, tl.ceil(x), tl.floor(x))
-
-
-@triton.jit
-def _tan(x):
-    return tl.sin(x) / tl.cos(x)
-
-
-@triton.jit
-def _expm1(x):
-    # Kahan: (u - 1) * x / log(u) cancels the rounding error of u = exp(x) for small x
-    u = tl.exp(x)
-    um1 = u - 1
-    r = tl.where(um1 == 0, x, um1 * x / tl.log(u))
-    return tl.where((um1 == -1) | (u == float("inf")), um1, r)
-
-
-@triton.jit
-def _log1p(x):
-    # Goldberg: log(u) * x / (u - 1) cancels the rounding error of u = 1 + x
-    u = 1 + x
-    r = tl.where(u == 1, x, tl.log(u) * x / (u - 1))
-    return tl.where(u == float("inf"), u, r)
-
-
-@triton.jit
-def _tanh(x):
-    # expm1(2x) / (expm1(2x) + 2); beyond 20 tanh is 1 and expm1 would overflow
-    e = _expm1(2 * x)
-    return tl.where(x > 20, 1.0, e / (e + 2))
-
-
-@triton.jit
-def _pow(a, b):
-    # a ** b = 2 ** (b * log2|a|), with C's pow signs: odd integer powers of a negative base are
-    # negative, non-integer ones are NaN (but -inf's are inf or 0), and anything to the power 0 is
-    # 1, as is 1 to any power and -1 to an infinite one
-    r = tl.exp2(b * tl.log2(tl.abs(a)))
-    a, b = a + tl.zeros_like(r), b + tl.zeros_like(r)  # a constant exponent (x ** 6.0) as a tensor too
-    whole = tl.floor(b) == b
-    odd = whole & (tl.abs(b % 2) == 1)
-    r = tl.where((a < 0) & odd, -r, r)
-    r = tl.where((a < 0) & (a > -float("inf")) & ~whole, float("nan"), r)
-    r = tl.where((a == -1) & (tl.abs(b) == float("inf")), 1.0, r)
-    return tl.where((b == 0) | (a == 1), 1.0, r)
-'''
 
 TYPES = {
     torch.float32: "tl.float32", torch.float64: "tl.float64", torch.float16: "tl.float16",
@@ -146,6 +68,10 @@ TEMPLATES = {
     "eq": "{0} == {1}", "ne": "{0} != {1}", "lt": "{0} < {1}", "le": "{0} <= {1}", "gt": "{0} > {1}",
     "ge": "{0} >= {1}", "logical_and": "{0} & {1}", "logical_or": "{0} | {1}",
     "remainder": "_remainder({0}, {1})", "where": "tl.where({0}, {1}, {2})",
+    "asin": "_asin({0})", "acos": "_acos({0})", "atan": "_atan({0})", "asinh": "_asinh({0})",
+    "acosh": "_acosh({0})", "atanh": "_atanh({0})", "erfc": "1 - tl.erf({0})", "round": "_rint({0})",
+    "signbit": "_negative({0})", "atan2": "_atan2({0}, {1})",  # signbit: a NaN counts as positive
+    "fmod": "{0} % {1}",  # Triton's % is C's: the sign of the dividend, floats too
 }
 # ops whose Triton spelling takes Python numbers as operands; the rest need tensors
 TAKES_NUMBERS = frozenset({

@@ -5,7 +5,16 @@ primitives' arguments in canonical form. The table is filled by the modules impo
 one small function per op.
 """
 
-from minicompiler.decompose import losses, matmul, pointwise, random, reductions, shapes, special  # noqa: F401  (fill the table)
+from minicompiler.decompose import (  # noqa: F401  (fill the table)
+    losses,
+    matmul,
+    pointwise,
+    random,
+    reductions,
+    rounding,
+    shapes,
+    special,
+)
 from minicompiler.decompose.table import (
     DECOMPOSITIONS,
     DecompositionError,

@@ -64,11 +64,16 @@ for _name, _fn in {
     "tan": torch.tan, "tanh": torch.tanh, "erf": torch.erf, "log1p": torch.log1p,
     "expm1": torch.expm1, "reciprocal": torch.reciprocal, "floor": torch.floor,
     "ceil": torch.ceil, "trunc": torch.trunc, "sign": torch.sign,
-    "logical_not": torch.logical_not,
+    "logical_not": torch.logical_not, "asin": torch.asin, "acos": torch.acos, "atan": torch.atan,
+    "asinh": torch.asinh, "acosh": torch.acosh, "atanh": torch.atanh, "erfc": torch.erfc,
+    "round": torch.round,  # to the nearest integer, halves to the even one
+    "signbit": torch.signbit,  # bool: the sign bit is set (true for -0.0)
 }.items():
     register(_name, "pointwise", _fn, f"{_name}(x)")
 
 COMPARISONS = frozenset({"eq", "ne", "lt", "le", "gt", "ge"})  # their results are bool
+# ops whose result is bool though their operands are numbers (they keep their own dtype)
+PREDICATES = COMPARISONS | {"signbit"}
 
 # Binary: op(a, b), either may be a Python scalar; broadcasting and type promotion as torch.
 for _name, _fn in {
@@ -76,7 +81,8 @@ for _name, _fn in {
     "pow": torch.pow, "maximum": torch.maximum, "minimum": torch.minimum,
     "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt,
     "ge": torch.ge, "logical_and": torch.logical_and, "logical_or": torch.logical_or,
-    "remainder": torch.remainder,
+    "remainder": torch.remainder, "atan2": torch.atan2,
+    "fmod": torch.fmod,  # C's remainder: the sign of the dividend
 }.items():
     register(_name, "pointwise", _fn, f"{_name}(a, b)")
 
@@ -202,6 +208,9 @@ _COMPOSITES: dict[str, Callable[..., torch.Tensor]] = {
     "hardshrink": lambda x, lambd=0.5: F.hardshrink(x, lambd),
     "softshrink": lambda x, lambd=0.5: F.softshrink(x, lambd),
     "threshold": lambda x, threshold, value: F.threshold(x, threshold, value),
+    "copysign": torch.copysign,
+    "round_decimals": lambda x, decimals: torch.round(x, decimals=decimals),
+    "div_rounded": lambda a, b, rounding_mode: torch.div(a, b, rounding_mode=rounding_mode),  # floating only
     # reductions written with sum/amax/amin (decompose/reductions.py); dims as in torch
     "logsumexp": lambda x, dims, keepdim=False: torch.logsumexp(x, dims, keepdim),
     "vector_norm": lambda x, ord=2, dims=None, keepdim=False: torch.linalg.vector_norm(x, ord, dims, keepdim),

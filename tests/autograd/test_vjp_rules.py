@@ -46,7 +46,9 @@ def with_zeros(t: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.rand(t.shape) < 0.3, torch.zeros_like(t), t)
 
 
-UNARY = ["neg", "abs", "exp", "sin", "cos", "tanh", "erf", "expm1", "clone", "floor", "ceil", "trunc", "sign"]
+UNARY = ["neg", "abs", "exp", "sin", "cos", "tanh", "erf", "expm1", "clone", "floor", "ceil", "trunc", "sign",
+         "atan", "asinh", "erfc", "round", "signbit"]
+INSIDE_UNIT = ["asin", "acos", "atanh"]  # defined (with a finite derivative) inside (-1, 1)
 POSITIVE_UNARY = ["log", "sqrt", "rsqrt", "log1p", "reciprocal"]
 COMPARISONS = ["eq", "ne", "lt", "le", "gt", "ge"]
 Sample = Callable[[], tuple]
@@ -74,6 +76,10 @@ SAMPLES: dict[str, list[Sample]] = {
     **{op: [lambda: (randn(3, 4),), lambda: (randn(),)] for op in UNARY},
     **{op: [lambda: (positive(3, 4),)] for op in POSITIVE_UNARY},
     "tan": [lambda: (torch.rand(3, 4, dtype=torch.float64) * 2 - 1,)],
+    **{op: [lambda: (torch.rand(3, 4, dtype=torch.float64) * 1.8 - 0.9,)] for op in INSIDE_UNIT},
+    "acosh": [lambda: (positive(3, 4) + 1,)],
+    "atan2": [lambda: (randn(3, 1, 4), randn(5, 4)), lambda: (randn(3, 4), randn(dtype=torch.float64))],
+    "fmod": [lambda: (randn(3, 1, 4), positive(5, 4)), lambda: (randn(3, 4), -2.5)],
     "logical_not": [lambda: (with_zeros(randn(3, 4)),)],
     **{op: BROADCAST_PAIRS for op in ["add", "sub", "mul"]},
     "div": [lambda: (randn(3, 1, 4), positive(5, 4)), lambda: (randn(3, 4), 2.5), lambda: (1.5, positive(4))],

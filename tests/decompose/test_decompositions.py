@@ -148,6 +148,12 @@ CASES: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {
     "hardshrink": [case(T((4, 5))), case(T((4, 5)), 1.0)],
     "softshrink": [case(T((4, 5))), case(T((4, 5)), 1.0)],
     "threshold": [case(T((4, 5)), 0.1, -2.0)],
+    # signs and rounded divisions (decompose/rounding.py)
+    "copysign": [case(T((4, 5)), T((5,))), case(T((4, 5)), -0.0)],
+    "round_decimals": [case(T((4, 5), -50, 50), 2), case(T((4, 5), -500, 500), -1)],
+    "div_rounded": [case(T((4, 5), -9, 9), T((5,), 0.5, 3), "floor"),
+                    case(T((4, 5), -9, 9), T((5,), -3, -0.5), "floor"),
+                    case(T((4, 5), -9, 9), -0.7, "floor"), case(T((4, 5), -9, 9), T((5,), 0.5, 3), "trunc")],
     # reductions written with sum/amax/amin (decompose/reductions.py)
     "logsumexp": [case(T((4, 5), -20, 20), (1,)), case(T((3, 4, 5)), (0, 2), True)],
     "vector_norm": [case(T((4, 5))), case(T((4, 5)), 3, (1,), True), case(T((4, 5)), float("inf"), (0,))],

@@ -21,8 +21,10 @@ from dataclasses import dataclass
 import torch
 
 UNARY = ["torch.sin({})", "torch.tanh({})", "torch.relu({})", "torch.abs({})", "-{}", "torch.sigmoid({})",
-         "torch.exp(torch.clamp({}, max=3))", "({} * 0.5)", "torch.square({})", "torch.cos({})"]
-BINARY = ["{} + {}", "{} * {}", "{} - {}", "torch.maximum({}, {})", "torch.where({0} > {1}, {0}, {1})"]
+         "torch.exp(torch.clamp({}, max=3))", "({} * 0.5)", "torch.square({})", "torch.cos({})",
+         "torch.atan({})", "torch.asinh({})", "torch.round({} * 4)", "torch.signbit({}).float()"]
+BINARY = ["{} + {}", "{} * {}", "{} - {}", "torch.maximum({}, {})", "torch.where({0} > {1}, {0}, {1})",
+          "torch.atan2({}, {})", "torch.copysign({}, {})"]
 INT_UNARY = ["torch.abs({})", "-{}", "({} * 3)", "({} + 1)"]
 INT_BINARY = ["{} + {}", "{} * {}", "torch.maximum({}, {})", "torch.where({0} > {1}, {0}, {1})"]
 REDUCTIONS = ["torch.sum({}, {}, keepdim={})", "torch.amax({}, {}, keepdim={})", "torch.mean({}, {}, keepdim={})"]
