@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from minicompiler.capture.errors import Unsupported
-from minicompiler.capture.torch_ops import Lowering, extern, lowers, reduce_dims
+from minicompiler.capture.torch_ops import TORCH_FUNCTIONS, Lowering, extern, lowers, reduce_dims
 from minicompiler.ir import Graph, Node, infer_meta
 
 
@@ -77,6 +77,40 @@ def div(g: Graph, x: Any, other: Any, *, rounding_mode: str | None = None) -> No
 
 
 lowers(torch.floor_divide, methods=["floor_divide"])(lambda g, x, other: div(g, x, other, rounding_mode="floor"))
+
+
+# --- a few more written with the ops above ------------------------------------------------
+@lowers(F.softmin)
+def softmin(g: Graph, x: Node, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Node:
+    return TORCH_FUNCTIONS[F.softmax](g, g.call("neg", x), dim, _stacklevel, dtype)  # softmax(-x)
+
+
+@lowers(torch.addcdiv, methods=["addcdiv"])
+def addcdiv(g: Graph, x: Node, tensor1: Node, tensor2: Node, *, value: Any = 1) -> Node:
+    # x + value * tensor1 / tensor2, in torch's order
+    scaled = tensor1 if value == 1 else g.call("mul", tensor1, value)
+    return g.call("add", x, g.call("div", scaled, tensor2))
+
+
+@lowers(torch.ldexp, methods=["ldexp"])
+def ldexp(g: Graph, x: Node, other: Node) -> Node:
+    return g.call("mul", x, g.call("pow", 2.0, other))  # x * 2^other, as torch computes it
+
+
+@lowers(torch.special.ndtr)
+def ndtr(g: Graph, x: Node) -> Node:
+    # the standard normal's CDF: erfc(-x / sqrt 2) / 2 (erfc keeps the digits of the left tail)
+    return g.call("mul", g.call("erfc", g.call("mul", x, -0.5**0.5)), 0.5)
+
+
+@lowers(torch.nanmean, methods=["nanmean"])
+def nanmean(g: Graph, x: Node, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Node:
+    if dtype is not None or not x.meta.dtype.is_floating_point:
+        return extern(g, torch.nanmean, x, dim, keepdim, dtype=dtype)
+    dims = reduce_dims(x, dim)
+    # the sum of the numbers over how many there are (0 / 0 = NaN where all are NaN, as torch)
+    count = g.call("sum", g.call("logical_not", g.call("isnan", x)), dims, keepdim)
+    return g.call("div", g.call("nansum", x, dims, keepdim), count)
 
 
 @lowers(torch.rsub)

@@ -193,7 +193,7 @@ lowers(F.relu6)(lambda g, x, inplace=False: hardtanh(g, x, 0.0, 6.0, inplace))
 @lowers(F.softplus)
 def softplus(g: Graph, x: Node, beta: float = 1.0, threshold: float = 20.0) -> Node:
     if (beta, threshold) != (1.0, 20.0):
-        return extern(g, F.softplus, x, beta, threshold)
+        return g.call("softplus", x, beta, threshold)
     return g.call("softplus", x)
 
 

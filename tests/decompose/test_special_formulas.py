@@ -38,6 +38,8 @@ UNARY = {
     "rsub": lambda x: torch.rsub(x, 2.0, alpha=3), "logsumexp": lambda x: torch.logsumexp(x, 1),
     "logsumexp_all": lambda x: torch.logsumexp(x, (0, 1), keepdim=True), "any": lambda x: torch.any(x, 1),
     "all": torch.all, "count_nonzero": lambda x: torch.count_nonzero(x, 0), "nansum": lambda x: torch.nansum(x, 1),
+    "nanmean": lambda x: torch.nanmean(x, 1, keepdim=True), "softmin": lambda x: F.softmin(x, 1),
+    "softplus_beta": lambda x: F.softplus(x, 2.0, 1.5), "ndtr": torch.special.ndtr,
 }
 FINITE = {  # unary ops compared on finite inputs: a norm or a loss of inf is inf either way
     "norm2": lambda x: torch.linalg.vector_norm(x, dim=1), "norm_inf": lambda x: torch.norm(x, float("inf")),
@@ -48,6 +50,7 @@ BINARY = {
     "xlogy": torch.xlogy, "xlog1py": torch.special.xlog1py, "heaviside": torch.heaviside, "fmax": torch.fmax,
     "fmin": torch.fmin, "logaddexp": torch.logaddexp, "logaddexp2": torch.logaddexp2,
     "float_power": torch.float_power, "dist": torch.dist, "pairwise_distance": F.pairwise_distance,
+    "addcdiv": lambda x, y: torch.addcdiv(x, x, y, value=0.5), "ldexp": torch.ldexp,
 }
 LOSSES = {
     "mse_loss": F.mse_loss, "l1_loss": lambda x, y: F.l1_loss(x, y, reduction="sum"),
@@ -65,7 +68,7 @@ PROBABILITY_LOSSES = {  # both arguments probabilities
 }
 FLOAT_ONLY = {"sinc", "entr", "logsigmoid", "tanhshrink", "hardshrink", "softshrink", "threshold", "logsumexp",
               "logsumexp_all", "nansum", "xlogy", "xlog1py", "fmax", "fmin", "logaddexp", "logaddexp2", "dist",
-              "pairwise_distance"}
+              "pairwise_distance", "nanmean", "softmin", "softplus_beta", "addcdiv"}
 CASES = {**UNARY, **FINITE, **BINARY, **LOSSES, **PROBABILITY_LOSSES}
 
 
@@ -107,7 +110,8 @@ def test_integer_inputs(name: str) -> None:
     _check(name, torch.int32, "cpp")
 
 
-@pytest.mark.parametrize("name", ["sinc", "logsigmoid", "logsumexp", "norm2", "norm_3", "normalize", "xlogy",
+@pytest.mark.parametrize("name", ["softmin", "softplus_beta", "ndtr", "addcdiv", "ldexp",
+                                  "sinc", "logsigmoid", "logsumexp", "norm2", "norm_3", "normalize", "xlogy",
                                   "logaddexp", "mse_loss", "smooth_l1_loss", "bce_with_logits", "kl_div",
                                   "binary_cross_entropy", "softshrink"])
 def test_formula_gradient(name: str) -> None:
