@@ -89,7 +89,8 @@ def _negative(x):
 @triton.jit
 def _atan(x):
     # Cephes' atanf: reduce |x| to [0, tan(pi/8)] with atan(x) = pi/2 - atan(1/x) (above tan(3pi/8))
-    # or pi/4 + atan((x-1)/(x+1)) (above tan(pi/8)), then an odd polynomial; float32-accurate
+    # or pi/4 + atan((x-1)/(x+1)) (above tan(pi/8)), then an odd polynomial. float32-accurate,
+    # float64 inputs too: Triton makes a Python float constant a float32
     a = tl.abs(x)
     big = a > 2.414213562373095
     mid = a > 0.4142135623730950
@@ -156,5 +157,6 @@ def _rint(x):
     f = tl.floor(x)
     d = x - f
     odd = (f - 2 * tl.floor(f * 0.5)) != 0
-    return tl.where((d > 0.5) | ((d == 0.5) & odd), f + 1, f)
+    r = tl.where((d > 0.5) | ((d == 0.5) & odd), f + 1, f)
+    return tl.where(r == 0, x * 0, r)  # -0.4 rounds to -0.0, as nearbyint does
 '''
