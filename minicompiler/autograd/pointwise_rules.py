@@ -28,6 +28,7 @@ UNARY_RULES: dict[str, Callable[[GraphOps, Node, Node, Node], Node]] = {
     "cos": lambda ops, g, y, x: ops.neg(ops.mul(g, ops.sin(x))),  # d/dx cos(x) = -sin(x)
     "tan": lambda ops, g, y, x: ops.mul(g, ops.add(ops.mul(y, y), 1)),  # d/dx tan(x) = 1 + tan(x)^2
     "tanh": lambda ops, g, y, x: ops.mul(g, ops.sub(1, ops.mul(y, y))),  # d/dx tanh(x) = 1 - tanh(x)^2
+    "sigmoid": lambda ops, g, y, x: ops.mul(g, ops.mul(y, ops.sub(1, y))),  # d/dx sigmoid(x) = y (1 - y)
     # d/dx erf(x) = 2/sqrt(pi) e^(-x^2)
     "erf": lambda ops, g, y, x: ops.mul(g, ops.mul(ops.exp(ops.neg(ops.mul(x, x))), 2 / math.sqrt(math.pi))),
     "log1p": lambda ops, g, y, x: ops.div(g, ops.add(x, 1)),  # d/dx log(1 + x) = 1 / (1 + x)

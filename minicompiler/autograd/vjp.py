@@ -55,7 +55,7 @@ VJP_RULES: dict[str, VJPRule] = {}
 # Ops whose output carries no gradient back: piecewise-constant functions (derivative 0
 # almost everywhere; torch returns zeros too), boolean results, and constants.
 NO_GRADIENT = frozenset({
-    "floor", "ceil", "trunc", "round", "sign", "signbit", "full", "detach",
+    "floor", "ceil", "trunc", "round", "sign", "signbit", "full", "iota", "detach",
     "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "logical_or",
 })
 

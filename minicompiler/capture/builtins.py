@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from minicompiler.capture import side_effects
-from minicompiler.capture.checkpoint import checkpoint
+from minicompiler.capture.checkpoint import checkpoint, checkpoint_sequential
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.grad_mode import GradModeVariable
 from minicompiler.capture.operators import binary_op, fold
@@ -259,6 +259,7 @@ def _enable_grad(tx: Tracer) -> Variable:
 
 
 handles(torch.utils.checkpoint.checkpoint)(checkpoint)  # inlined, its region recomputed in the backward
+handles(torch.utils.checkpoint.checkpoint_sequential)(checkpoint_sequential)
 
 
 @handles(builtins.iter)

@@ -113,6 +113,22 @@ def nanmean(g: Graph, x: Node, dim: Any = None, keepdim: bool = False, *, dtype:
     return g.call("div", g.call("nansum", x, dims, keepdim), count)
 
 
+def _triangle(op: str) -> Lowering:
+    fn = getattr(torch, op)
+
+    def lowering(g: Graph, x: Any, diagonal: int = 0) -> Node:
+        # a formula of coordinates (decompose/rounding.py) for matrices of sizes known now
+        if not isinstance(x, Node) or x.meta.ndim < 2 or not all(isinstance(s, int) for s in x.meta.shape):
+            return extern(g, fn, x, diagonal)
+        return g.call(op, x, diagonal)
+
+    return lowering
+
+
+lowers(torch.tril, methods=["tril"])(_triangle("tril"))
+lowers(torch.triu, methods=["triu"])(_triangle("triu"))
+
+
 @lowers(torch.rsub)
 def rsub(g: Graph, x: Node, other: Any, alpha: float = 1) -> Node:
     # other - alpha * x

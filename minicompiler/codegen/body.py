@@ -34,7 +34,7 @@ from minicompiler.codegen.common import (
     python_value,
 )
 from minicompiler.fuse.schedule import Kernel
-from minicompiler.ir.graph import Node
+from minicompiler.ir.graph import Node, TensorMeta
 from minicompiler.ir.ops import COMPARISONS, OPS
 from minicompiler.ir.symbolic import SymSize, size_hint
 
@@ -244,6 +244,8 @@ class BodyWriter:
             return ops.to_dtype(scope[arg], dtype)
         if arg.op == "full" and arg not in self.kernel.nodes:  # constants are written inline
             return ops.constant(python_value(_full_value(arg), dtype), dtype)
+        if arg.op == "iota" and arg not in self.kernel.nodes:  # and so are indices
+            return ops.to_dtype(self.coordinate(arg, level, shape or self.kernel.domain), dtype)
         if (arg, level) not in scope:  # a buffer: load it once per loop
             param = param_name(arg, False)
             index = ops.index(param, arg.meta, level, shape or self.kernel.domain)
@@ -255,6 +257,8 @@ class BodyWriter:
         out = compute_dtype(node.meta.dtype)
         if node.op == "full":
             return ops.constant(_full_value(node), out)
+        if node.op == "iota":
+            return self.coordinate(node, level, node.meta.shape)
         operands = [a for a in node.args if isinstance(a, Node | bool | int | float | SymSize)]
         dtypes = _operand_dtypes(node, operands)
         shape = node.meta.shape
@@ -270,6 +274,13 @@ class BodyWriter:
             # would compute 2 and store it into a bool)
             return getattr(ops, BOOL_ARITHMETIC[node.op])(*values)
         return getattr(ops, node.op)(*values)
+
+    def coordinate(self, node: Node, level: Level, shape: tuple[Any, ...]) -> Value:
+        """An iota's value: the loop's position along its dim, found as the offset of the element
+        of a contiguous buffer of its one-hot shape (stride 1 along the dim, broadcast elsewhere)."""
+        meta = TensorMeta(node.meta.shape, node.meta.dtype, node.meta.device)  # contiguous strides
+        index = self.ops.index(param_name(node, False), meta, level, shape)
+        return self.ops.index_value(index, compute_dtype(node.meta.dtype))
 
     def power(self, exponent: Any, values: list[Value], out: torch.dtype) -> Value:
         ops = self.ops

@@ -13,6 +13,7 @@ import abc
 import contextlib
 import itertools
 import math
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -32,6 +33,18 @@ LOGICAL = frozenset({"logical_and", "logical_or", "logical_not"})
 
 class CodegenError(ValueError):
     """The schedule asks for something a backend cannot generate (a dtype, a device, ...)."""
+
+
+def helpers_used(helpers: str, separator: str, definition: re.Pattern[str], code: str) -> list[str]:
+    """The helpers (the chunks of `helpers` between separators) that `code` calls by a name some
+    chunk defines, with the helpers those call: a module carries only what its kernels use. A
+    chunk calls only chunks above it, so one pass from the bottom up finds them all."""
+    used, text = [], code
+    for chunk in reversed(helpers.strip().split(separator)):
+        if any(re.search(rf"\b{name}\b", text) for name in definition.findall(chunk)):
+            used.append(chunk)
+            text += chunk
+    return used[::-1]
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -196,6 +209,12 @@ class KernelOps(abc.ABC):
     @abc.abstractmethod
     def round_to(self, x: Value, dtype: torch.dtype) -> Value:
         """Round a float32 value to float16/bfloat16 precision (it stays float32)."""
+
+    def index_value(self, index: str, dtype: torch.dtype) -> Value:
+        """An index expression (an iota's value) as a value of `dtype`."""
+        if index.isdigit():
+            return self.constant(python_value(int(index), dtype), dtype)
+        return self.to_dtype(self.assign(index, torch.int64), dtype)
 
     @abc.abstractmethod
     def load(self, param: str, dtype: torch.dtype, index: str, level: Level) -> Value:

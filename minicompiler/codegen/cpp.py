@@ -9,7 +9,7 @@
             ...
 
 GCC vectorizes std::exp, std::cos, ... into calls of glibc's vector math (libmvec). float32 sin
-and cos get more: inline polynomials (PRELUDE's fast_sin/fast_cos), a little faster than libmvec's
+and cos get more: inline polynomials (cpp_prelude's fast_sin/fast_cos), a little faster than libmvec's
 alone, and, unlike libmvec's, still vectorized when one loop needs both sin(x) and cos(x) (GCC
 would merge those into one scalar sincosf call). They are exact only for |x| <= 125, so such a
 loop runs in blocks that check their arguments, and a block with one out of range runs again
@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from minicompiler.codegen import cpp_prelude
 from minicompiler.codegen.body import BodyWriter, in_place_params, input_params, output_params, param_name
 from minicompiler.codegen.common import (
     CodegenError,
@@ -33,10 +34,10 @@ from minicompiler.codegen.common import (
     Level,
     Value,
     compute_dtype,
+    helpers_used,
     provenance_comment,
     reduction_identity,
 )
-from minicompiler.codegen.cpp_prelude import PRELUDE
 from minicompiler.codegen.sizes import Extent, KernelSizes, index_terms, render_index
 from minicompiler.fuse.schedule import Kernel
 from minicompiler.ir.graph import Node
@@ -68,6 +69,7 @@ TEMPLATES = {
     "asin": "std::asin({0})", "acos": "std::acos({0})", "atan": "std::atan({0})", "asinh": "std::asinh({0})",
     "acosh": "std::acosh({0})", "atanh": "std::atanh({0})", "erfc": "std::erfc({0})",
     "round": "std::nearbyint({0})",  # the default rounding mode: to nearest, halves to even
+    "sigmoid": "1 / (1 + std::exp(-{0}))",
     "signbit": "sign_bit({0})", "atan2": "std::atan2({0}, {1})", "fmod": "c_fmod({0}, {1})",
 }
 REDUCE = {"sum": "{acc} + {value}", "amax": "max_propagate_nan({acc}, {value})",
@@ -309,7 +311,9 @@ def check_dtypes(kernels: list[Kernel]) -> None:
 
 
 def module_source(kernel_texts: list[str]) -> str:
-    return PRELUDE.lstrip() + "\n" + "\n\n".join(kernel_texts) + "\n"
+    kernels = "\n\n".join(kernel_texts)
+    helpers = helpers_used(cpp_prelude.HELPERS, "\n\n", cpp_prelude.DEFINITION, kernels)
+    return "\n\n".join([cpp_prelude.HEADERS.strip(), *helpers, kernels]) + "\n"
 
 
 def load_kernels(source: str, kernels: list[Kernel], dynamic: bool) -> dict[str, Callable[..., None]]:

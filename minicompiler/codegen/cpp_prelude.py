@@ -1,9 +1,11 @@
-"""The C++ helpers every generated C++ module starts with: headers, NaN-propagating max/min (and
-their OpenMP reductions), Python's and C's remainders, fast float32 sin/cos, half-precision
-conversions. Kernels (cpp.py) call them by name.
+"""What a generated C++ module starts with: headers, then the helpers its kernels call by name
+(cpp.py keeps only those): NaN-propagating max/min (and their OpenMP reductions), Python's and
+C's remainders, the sign bit, fast float32 sin/cos, half-precision conversions.
 """
 
-PRELUDE = r"""
+import re
+
+HEADERS = r"""
 // -fno-finite-math-only (for correct NaN/inf) makes GCC drop __FAST_MATH__, which glibc reads
 // to declare the SIMD versions (libmvec) of cos, exp, ...: define it so those loops vectorize.
 #ifndef __FAST_MATH__
@@ -15,7 +17,11 @@ PRELUDE = r"""
 #include <cstring>
 #include <type_traits>
 #include <vector>
+"""
 
+# Helpers are separated by blank lines; DEFINITION finds the names each one defines.
+DEFINITION = re.compile(r"(?:inline [\w*]+ |#define |declare reduction\()(\w+)")
+HELPERS = r"""
 // torch.maximum/minimum propagate NaN; std::fmax does not.
 template <typename T> inline T max_propagate_nan(T a, T b) { return (a > b || a != a) ? a : b; }
 template <typename T> inline T min_propagate_nan(T a, T b) { return (a < b || a != a) ? a : b; }

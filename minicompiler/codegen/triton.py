@@ -24,6 +24,7 @@ from collections.abc import Iterator
 
 import torch
 
+from minicompiler.codegen import triton_prelude
 from minicompiler.codegen.body import BodyWriter, in_place_params, input_params, output_params, param_name
 from minicompiler.codegen.common import (
     CodegenError,
@@ -31,11 +32,11 @@ from minicompiler.codegen.common import (
     KernelOps,
     Level,
     Value,
+    helpers_used,
     provenance_comment,
     reduction_identity,
 )
 from minicompiler.codegen.sizes import KernelSizes, Symbol
-from minicompiler.codegen.triton_prelude import PRELUDE
 from minicompiler.fuse.schedule import Kernel
 from minicompiler.ir.symbolic import size_hint
 
@@ -70,6 +71,7 @@ TEMPLATES = {
     "remainder": "_remainder({0}, {1})", "where": "tl.where({0}, {1}, {2})",
     "asin": "_asin({0})", "acos": "_acos({0})", "atan": "_atan({0})", "asinh": "_asinh({0})",
     "acosh": "_acosh({0})", "atanh": "_atanh({0})", "erfc": "1 - tl.erf({0})", "round": "_rint({0})",
+    "sigmoid": "1 / (1 + tl.exp(-{0}))",
     "signbit": "_negative({0})", "atan2": "_atan2({0}, {1})",  # signbit: a NaN counts as positive
     "fmod": "{0} % {1}",  # Triton's % is C's: the sign of the dividend, floats too
 }
@@ -290,4 +292,6 @@ def check_supported(kernels: list[Kernel]) -> None:
 
 
 def module_source(kernel_texts: list[str]) -> str:
-    return PRELUDE.lstrip() + "\n\n" + "\n\n\n".join(kernel_texts) + "\n"
+    kernels = "\n\n\n".join(kernel_texts)
+    helpers = helpers_used(triton_prelude.HELPERS, "\n\n\n", triton_prelude.DEFINITION, kernels)
+    return "\n\n\n".join([triton_prelude.HEADERS.strip(), *helpers, kernels]) + "\n"

@@ -1,12 +1,18 @@
-"""The Triton helpers every generated Triton module starts with."""
+"""What a generated Triton module starts with: imports, then the helpers its kernels call by name
+(triton.py keeps only those). Much of it is math the interpreter (TRITON_INTERPRET=1) cannot take
+from libdevice, written with core tl ops so one source runs on the GPU and on the CPU alike.
+"""
 
-# Math the interpreter (TRITON_INTERPRET=1) cannot take from libdevice, written with core
-# tl ops so one source runs on the GPU and on the CPU alike.
-PRELUDE = '''
+import re
+
+HEADERS = """
 import triton
 import triton.language as tl
+"""
 
-
+# Helpers are separated by two blank lines; DEFINITION finds the name each one defines.
+DEFINITION = re.compile(r"^def (\w+)\(", re.MULTILINE)
+HELPERS = '''
 @triton.jit
 def _max_nan(a, b):
     # NaN-propagating max (torch.amax); the combine function of tl.reduce

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from minicompiler.decompose.pointwise import log1p_exp
 from minicompiler.decompose.table import GraphOps, register_decomposition
 from minicompiler.ir import Node
 
@@ -74,9 +75,8 @@ def binary_cross_entropy(ops: GraphOps, x: Node, y: Node, weight: Node | None = 
 @register_decomposition("binary_cross_entropy_with_logits", upcast=True)
 def binary_cross_entropy_with_logits(ops: GraphOps, x: Node, y: Node, weight: Node | None = None,
                                      reduction: str = "mean", pos_weight: Node | None = None) -> Node:
-    # (1 - y) x + (1 + (p - 1) y) softplus(-x): log(sigmoid) written so that it never overflows;
-    # softplus(-x) = log(1 + e^-x) = max(-x, 0) + log1p(e^-|x|)
-    log_sigmoid = ops.add(ops.maximum(ops.neg(x), 0.0), ops.log1p(ops.exp(ops.neg(ops.abs(x)))))
+    # (1 - y) x + (1 + (p - 1) y) log(1 + e^-x), the last written so that it never overflows
+    log_sigmoid = log1p_exp(ops, ops.neg(x))
     if pos_weight is not None:
         log_sigmoid = ops.mul(log_sigmoid, ops.add(ops.mul(ops.sub(pos_weight, 1), y), 1))
     loss = ops.add(ops.mul(ops.sub(1, y), x), log_sigmoid)

@@ -11,16 +11,22 @@ from minicompiler.decompose.table import GraphOps, register_decomposition
 from minicompiler.ir import Node
 
 
-@register_decomposition("sigmoid", upcast=True)
-def sigmoid(ops: GraphOps, x: Node) -> Node:
-    # 1 / (1 + exp(-x))
-    return ops.reciprocal(ops.add(ops.exp(ops.neg(x)), 1))
-
-
+# Autograd differentiates these formulas (it runs after decompose), so a formula must have
+# torch's gradient too: at a kink (relu's at 0 is 0; maximum(x, 0) would pass g, as clamp does)
+# and where a part of it overflows (0 * inf is NaN). Comparisons and `where` say which side of a
+# kink a point belongs to; NaN fails every comparison, so it takes the branch that returns x.
 @register_decomposition("relu")
 def relu(ops: GraphOps, x: Node) -> Node:
-    # max(x, 0)
-    return ops.maximum(x, 0)
+    # 0 where x <= 0, else x
+    return ops.where(ops.le(x, 0), 0, x)
+
+
+def log1p_exp(ops: GraphOps, z: Node) -> Node:
+    """log(1 + e^z), finite with a finite gradient for every z: z + log1p(e^-z) for z > 0, else
+    log1p(e^z). Each branch reads z clamped to its own side, so the branch `where` drops cannot
+    overflow either (its zero gradient times inf would be NaN)."""
+    above = ops.add(z, ops.log1p(ops.exp(ops.neg(ops.maximum(z, 0)))))
+    return ops.where(ops.gt(z, 0), above, ops.log1p(ops.exp(ops.minimum(z, 0))))
 
 
 @register_decomposition("gelu", upcast=True)
@@ -42,11 +48,10 @@ def silu(ops: GraphOps, x: Node) -> Node:
 
 @register_decomposition("softplus", upcast=True)
 def softplus(ops: GraphOps, x: Node, beta: float = 1.0, threshold: float = 20.0) -> Node:
-    # log(1 + exp(beta*x)) / beta, or just x where beta*x > threshold (there exp would overflow
-    # and softplus(x) == x to working precision)
+    # log(1 + exp(beta*x)) / beta, or just x where beta*x > threshold (softplus(x) == x to
+    # working precision)
     scaled = ops.mul(x, beta)
-    smooth = ops.div(ops.log1p(ops.exp(scaled)), beta)
-    return ops.where(ops.gt(scaled, threshold), x, smooth)
+    return ops.where(ops.gt(scaled, threshold), x, ops.div(log1p_exp(ops, scaled), beta))
 
 
 @register_decomposition("leaky_relu")
@@ -67,8 +72,10 @@ def clamp(ops: GraphOps, x: Node, min: Any = None, max: Any = None) -> Node:
 
 @register_decomposition("hardtanh")
 def hardtanh(ops: GraphOps, x: Node, min_val: float = -1.0, max_val: float = 1.0) -> Node:
-    # clamp(x, min_val, max_val)
-    return ops.clamp(x, min_val, max_val)
+    # clamp(x, min_val, max_val), with no gradient at the bounds themselves (clamp passes it)
+    if not x.meta.dtype.is_floating_point:
+        return ops.clamp(x, min_val, max_val)
+    return ops.where(ops.le(x, min_val), min_val, ops.where(ops.ge(x, max_val), max_val, x))
 
 
 @register_decomposition("square")
@@ -171,14 +178,15 @@ def softsign(ops: GraphOps, x: Node) -> Node:
 
 @register_decomposition("hardsigmoid", upcast=True)
 def hardsigmoid(ops: GraphOps, x: Node) -> Node:
-    # clamp(x/6 + 1/2, 0, 1)
-    return ops.clamp(ops.add(ops.div(x, 6), 0.5), 0, 1)
+    # clamp(x/6 + 1/2, 0, 1), with no gradient at x = -3 and 3
+    return ops.hardtanh(ops.add(ops.div(x, 6), 0.5), 0.0, 1.0)
 
 
 @register_decomposition("hardswish", upcast=True)
 def hardswish(ops: GraphOps, x: Node) -> Node:
-    # x * clamp(x + 3, 0, 6) / 6
-    return ops.div(ops.mul(x, ops.clamp(ops.add(x, 3), 0, 6)), 6)
+    # x * clamp(x + 3, 0, 6) / 6: 0 up to x = -3, x from x = 3 on (gradients 0 and 1 there)
+    cubic = ops.div(ops.mul(x, ops.add(x, 3)), 6)
+    return ops.where(ops.le(x, -3), 0.0, ops.where(ops.ge(x, 3), x, cubic))
 
 
 @register_decomposition("mish", upcast=True)

@@ -1,5 +1,6 @@
 """Signs and rounded divisions written as formulas of primitives: copysign, round to some
-decimals, division rounded down (floor_divide) or towards zero, as torch's CPU kernels compute them.
+decimals, division rounded down (floor_divide) or towards zero, as torch's CPU kernels compute them;
+and the triangles of a matrix (tril, triu), which compare element coordinates (iota).
 """
 
 from __future__ import annotations
@@ -7,7 +8,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from minicompiler.decompose.table import GraphOps, register_decomposition
+import torch
+
+from minicompiler.decompose.table import GraphOps, computed_in_float32, register_decomposition
 from minicompiler.ir import Node, infer_meta
 
 
@@ -33,14 +36,19 @@ def round_decimals(ops: GraphOps, x: Node, decimals: int) -> Node:
     return ops.mul(ops.round(ops.div(x, scale)), scale)
 
 
-@register_decomposition("div_rounded", upcast=True)
+@register_decomposition("div_rounded")
 def div_rounded(ops: GraphOps, a: Any, b: Any, rounding_mode: str) -> Node:
     """a / b rounded towards zero ("trunc") or down ("floor"), for a floating result."""
-    if rounding_mode == "trunc":
+    if rounding_mode == "trunc":  # torch rounds a float16/bfloat16 quotient to its dtype first
         return ops.trunc(ops.div(a, b))
-    # floor: torch's div_floor_floating. (a - fmod(a, b)) / b is a whole number up to rounding
-    # (a division computed as a product by 1/b may land just below it: the last step rounds it);
-    # one less where the remainder's sign differs from b's; a / b itself where b == 0
+    return _div_floor(ops, a, b)
+
+
+def _floor_of_quotient(ops: GraphOps, a: Any, b: Any) -> Node:
+    # torch's div_floor_floating, in float32 for float16/bfloat16 as torch's. (a - fmod(a, b)) / b
+    # is a whole number up to rounding (a division computed as a product by 1/b may land just
+    # below it: the last step rounds it); one less where the remainder's sign differs from b's;
+    # a / b itself where b == 0
     if not isinstance(b, Node) and b == 0:
         return ops.div(a, b)
     b_negative = ops.lt(b, 0) if isinstance(b, Node) else b < 0
@@ -53,3 +61,27 @@ def div_rounded(ops: GraphOps, a: Any, b: Any, rounding_mode: str) -> Node:
     # a zero quotient takes the sign of a / b (-0.0 for -1 // 3)
     floor = ops.where(ops.eq(quotient, 0), ops.copysign(ops.mul(quotient, 0), ops.div(a, b)), floor)
     return ops.where(ops.eq(b, 0), ops.div(a, b), floor) if isinstance(b, Node) else floor
+
+
+_div_floor = computed_in_float32("div", _floor_of_quotient)
+
+
+def _triangle(ops: GraphOps, x: Node, diagonal: int, lower: bool) -> Node:
+    # keep x where column - row <= diagonal (tril) or >= diagonal (triu), 0 elsewhere
+    *batch, rows, cols = x.meta.shape
+    ones = [1] * len(batch)
+    row = ops.iota((*ones, rows, 1), len(batch), torch.int64, x.meta.device)
+    col = ops.iota((*ones, 1, cols), len(batch) + 1, torch.int64, x.meta.device)
+    offset = ops.sub(col, row)
+    keep = ops.le(offset, diagonal) if lower else ops.ge(offset, diagonal)
+    return ops.where(keep, x, False if x.meta.dtype == torch.bool else 0)
+
+
+@register_decomposition("tril")
+def tril(ops: GraphOps, x: Node, diagonal: int = 0) -> Node:
+    return _triangle(ops, x, diagonal, lower=True)
+
+
+@register_decomposition("triu")
+def triu(ops: GraphOps, x: Node, diagonal: int = 0) -> Node:
+    return _triangle(ops, x, diagonal, lower=False)

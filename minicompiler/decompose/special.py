@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from minicompiler.decompose.pointwise import log1p_exp
 from minicompiler.decompose.table import GraphOps, register_decomposition
 from minicompiler.ir import Node
 
@@ -155,8 +156,8 @@ def float_power(ops: GraphOps, x: Any, exponent: Any) -> Node:
 # --- activations and shrinkers --------------------------------------------------------------
 @register_decomposition("logsigmoid", upcast=True)
 def logsigmoid(ops: GraphOps, x: Node) -> Node:
-    # log(1 / (1 + e^-x)) = -softplus(-x), which stays finite for large |x|
-    return ops.neg(ops.softplus(ops.neg(x)))
+    # log(1 / (1 + e^-x)) = -log(1 + e^-x)
+    return ops.neg(log1p_exp(ops, ops.neg(x)))
 
 
 @register_decomposition("tanhshrink", upcast=True)

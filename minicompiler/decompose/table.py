@@ -64,13 +64,14 @@ def register_decomposition(op: str, *, upcast: bool = False) -> Callable[[F], F]
     """
 
     def register(fn: F) -> F:
-        DECOMPOSITIONS[op] = _computed_in_float32(op, fn) if upcast else fn
+        DECOMPOSITIONS[op] = computed_in_float32(op, fn) if upcast else fn
         return fn
 
     return register
 
 
-def _computed_in_float32(op: str, fn: Decomposition) -> Decomposition:
+def computed_in_float32(op: str, fn: Decomposition) -> Decomposition:
+    """`fn` (a way to write `op`) computing in float32 where an argument is float16/bfloat16."""
     def is_low(value: Any) -> bool:
         return isinstance(value, Node) and value.meta.dtype in LOW_PRECISION
 

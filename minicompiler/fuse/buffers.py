@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from minicompiler.fuse.schedule import Alias, Buffer, ExternCall, Kernel, Step
 from minicompiler.ir.graph import Graph, Node
+from minicompiler.ir.ops import INLINE
 
 
 def _step_nodes(step: Step) -> list[Node]:
@@ -43,6 +44,6 @@ def plan_buffers(graph: Graph, steps: list[Step]) -> dict[Node, Buffer]:
         step.outputs = [buffers[n] for n in step.nodes if n in buffers]
     for kernel in (s for s in steps if isinstance(s, Kernel)):
         members = set(kernel.nodes)
-        reads = [i for n in kernel.nodes for i in n.inputs() if i not in members and i.op != "full"]
+        reads = [i for n in kernel.nodes for i in n.inputs() if i not in members and i.op not in INLINE]
         kernel.inputs = [buffers[n] for n in dict.fromkeys(reads)]
     return buffers

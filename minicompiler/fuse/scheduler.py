@@ -22,7 +22,7 @@ from minicompiler.fuse.in_place import plan_in_place
 from minicompiler.fuse.rules import can_fuse, iteration_space, kernel_refusal, view_refusal
 from minicompiler.fuse.schedule import Alias, ExternCall, FusionDecision, Kernel, Schedule, Step
 from minicompiler.ir.graph import Graph, Node
-from minicompiler.ir.ops import OPS
+from minicompiler.ir.ops import INLINE, OPS
 from minicompiler.ir.symbolic import is_symbolic
 from minicompiler.ir.symbolic_shapes import reshape_view_strides
 
@@ -90,8 +90,8 @@ class _Scheduler:
             self.view(node)
         elif kind == "extern":
             self.extern(node)
-        elif node.op == "full" and not self._needs_buffer(node):
-            pass  # a constant: every kernel that reads it writes the value inline
+        elif node.op in INLINE and not self._needs_buffer(node):
+            pass  # a constant (or an index): every kernel that reads it writes the value inline
         else:
             self.compute(node)
 
@@ -149,7 +149,7 @@ class _Scheduler:
     def _join_sibling(self, node: Node) -> bool:
         """Join the latest kernel that reads one of `node`'s inputs too (horizontal fusion:
         `sum(x)` beside `sum(x * x)` loads x once per element instead of twice)."""
-        shared = [i for i in node.inputs() if i.op != "full"]
+        shared = [i for i in node.inputs() if i.op not in INLINE]
         for kernel in reversed([s for s in self.steps if isinstance(s, Kernel)]):
             reads = {i for member in kernel.nodes for i in member.inputs()}
             common = [i for i in shared if i in reads]

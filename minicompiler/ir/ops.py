@@ -68,6 +68,9 @@ for _name, _fn in {
     "asinh": torch.asinh, "acosh": torch.acosh, "atanh": torch.atanh, "erfc": torch.erfc,
     "round": torch.round,  # to the nearest integer, halves to the even one
     "signbit": torch.signbit,  # bool: the sign bit is set (true for -0.0)
+    # 1 / (1 + e^-x), a primitive so that its gradient is y (1 - y) as torch's: differentiated
+    # as a formula, it is 0 * inf = NaN where e^-x overflows (x < -88 in float32)
+    "sigmoid": torch.sigmoid,
 }.items():
     register(_name, "pointwise", _fn, f"{_name}(x)")
 
@@ -114,6 +117,13 @@ register(
     lambda shape, value, dtype, device="cpu": torch.full(shape, value, dtype=dtype, device=device),
     "full(shape, value, dtype, device): a constant tensor",
 )
+register(
+    "iota", "pointwise",
+    lambda shape, dim, dtype, device="cpu": torch.arange(shape[dim], dtype=dtype, device=device).reshape(shape),
+    "iota(shape, dim, dtype, device): 0, 1, 2, ... along `dim`, the only dim of `shape` that is not 1",
+)
+# ops without tensor inputs: a kernel that reads one computes it where it reads it (no buffer)
+INLINE = frozenset({"full", "iota"})
 
 # --- primitives: reductions --------------------------------------------------------------
 # op(x, dims: tuple[int, ...], keepdim: bool). Non-negative dims, sorted.
@@ -154,6 +164,8 @@ def _torch_call_vjp(fn: Callable[..., torch.Tensor], argnum: int, grad: torch.Te
     with torch.enable_grad():
         primal = primal.detach().requires_grad_()
         output = fn(*args[:argnum], primal, *args[argnum + 1 :], **kwargs)
+        if not output.requires_grad:  # x.new_tensor(...), x.new_zeros(...): made from x, not of it
+            return torch.zeros_like(primal)
         (result,) = torch.autograd.grad(output, primal, grad, allow_unused=True)
     return result if result is not None else torch.zeros_like(primal)
 
@@ -166,7 +178,6 @@ register(
 
 # --- composites: torch-level ops that `decompose` rewrites into primitives ---------------
 _COMPOSITES: dict[str, Callable[..., torch.Tensor]] = {
-    "sigmoid": torch.sigmoid,
     "relu": torch.relu,
     "gelu": lambda x, approximate="none": F.gelu(x, approximate=approximate),
     "silu": F.silu,
@@ -209,6 +220,7 @@ _COMPOSITES: dict[str, Callable[..., torch.Tensor]] = {
     "softshrink": lambda x, lambd=0.5: F.softshrink(x, lambd),
     "threshold": lambda x, threshold, value: F.threshold(x, threshold, value),
     "copysign": torch.copysign,
+    "tril": lambda x, diagonal=0: torch.tril(x, diagonal), "triu": lambda x, diagonal=0: torch.triu(x, diagonal),
     "round_decimals": lambda x, decimals: torch.round(x, decimals=decimals),
     "div_rounded": lambda a, b, rounding_mode: torch.div(a, b, rounding_mode=rounding_mode),  # floating only
     # reductions written with sum/amax/amin (decompose/reductions.py); dims as in torch
@@ -272,7 +284,7 @@ def _run_on_one_element(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) 
             return value
         return torch.ones((1,) * value.meta.ndim, dtype=value.meta.dtype)  # ones: no integer x % 0
 
-    if op == "full":  # full(shape, value, dtype): nothing to infer, and no need to allocate it
+    if op in INLINE:  # full(shape, value, dtype), iota(shape, dim, dtype): nothing to infer
         return tuple(args[0]), args[2]
     kwargs = {k: ("cpu" if k == "device" else v) for k, v in kwargs.items()}
     dtype = OPS[op].impl(*map_structure(tiny, args), **map_structure(tiny, kwargs)).dtype

@@ -193,6 +193,7 @@ RULES: dict[str, ShapeRule] = {
     "torch_call": lambda fn, *args, **kwargs: _torch_call(fn, *args, **kwargs),
     "torch_call_vjp": lambda fn, argnum, grad, *args, **kwargs: _shape(args[argnum]),  # like its input
     "full": lambda shape, *rest, **kw: tuple(shape),
+    "iota": lambda shape, *rest, **kw: tuple(shape),
     "lerp": lambda *args: broadcast([_shape(a) for a in args if isinstance(a, Node)]),
     "addcmul": lambda *args, **kw: broadcast([_shape(a) for a in args if isinstance(a, Node)]),
 }

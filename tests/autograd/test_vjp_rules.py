@@ -47,7 +47,7 @@ def with_zeros(t: torch.Tensor) -> torch.Tensor:
 
 
 UNARY = ["neg", "abs", "exp", "sin", "cos", "tanh", "erf", "expm1", "clone", "floor", "ceil", "trunc", "sign",
-         "atan", "asinh", "erfc", "round", "signbit"]
+         "atan", "asinh", "erfc", "round", "signbit", "sigmoid"]
 INSIDE_UNIT = ["asin", "acos", "atanh"]  # defined (with a finite derivative) inside (-1, 1)
 POSITIVE_UNARY = ["log", "sqrt", "rsqrt", "log1p", "reciprocal"]
 COMPARISONS = ["eq", "ne", "lt", "le", "gt", "ge"]
@@ -106,6 +106,7 @@ SAMPLES: dict[str, list[Sample]] = {
         lambda: (randn(3, 4), torch.int32),
     ],
     "full": [lambda: ((2, 3), 1.5, torch.float64)],
+    "iota": [lambda: ((1, 4), 1, torch.float64), lambda: ((3, 1, 1), 0, torch.int64)],
     "sum": [
         lambda: (randn(3, 4, 5), (0, 2), False),
         lambda: (randn(3, 4, 5), (1,), True),

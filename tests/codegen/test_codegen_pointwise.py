@@ -7,7 +7,7 @@ import torch
 
 UNARY = [
     "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "erf", "log1p",
-    "expm1", "reciprocal", "floor", "ceil", "trunc", "sign", "logical_not",
+    "expm1", "reciprocal", "floor", "ceil", "trunc", "sign", "logical_not", "sigmoid",
 ]
 BINARY = [
     "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",

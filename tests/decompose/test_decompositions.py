@@ -150,6 +150,7 @@ CASES: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {
     "threshold": [case(T((4, 5)), 0.1, -2.0)],
     # signs and rounded divisions (decompose/rounding.py)
     "copysign": [case(T((4, 5)), T((5,))), case(T((4, 5)), -0.0)],
+    "tril": [case(T((4, 5))), case(T((2, 3, 4)), -1)], "triu": [case(T((4, 5)), 2), case(T((5, 1)))],
     "round_decimals": [case(T((4, 5), -50, 50), 2), case(T((4, 5), -500, 500), -1)],
     "div_rounded": [case(T((4, 5), -9, 9), T((5,), 0.5, 3), "floor"),
                     case(T((4, 5), -9, 9), T((5,), -3, -0.5), "floor"),

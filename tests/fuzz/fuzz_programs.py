@@ -120,7 +120,10 @@ def generate(seed: int, steps: int = 6) -> Program:
             new_shape = [1 if d == dim else s for d, s in enumerate(a_shape)] if keep else \
                 [s for d, s in enumerate(a_shape) if d != dim]
         elif a_shape and len(a_shape) >= 2 and rng.random() < 0.5:
-            expr, new_shape = f"{a}.transpose(0, 1)", [a_shape[1], a_shape[0], *a_shape[2:]]
+            if rng.random() < 0.6:
+                expr, new_shape = f"{a}.transpose(0, 1)", [a_shape[1], a_shape[0], *a_shape[2:]]
+            else:  # a triangle of the last two dims (its kernel compares element coordinates)
+                expr, new_shape = f"torch.{rng.choice(['tril', 'triu'])}({a}, {rng.randint(-1, 1)})", a_shape
         elif a_shape:
             dim = rng.randrange(len(a_shape))
             expr = f"{a}.narrow({dim}, 0, {a_shape[dim] // 2})" if rng.random() < 0.5 \

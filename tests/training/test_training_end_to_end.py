@@ -220,3 +220,20 @@ def test_training_inside_autocast_matches_eager_gradients() -> None:
         assert got.dtype == expected.dtype == torch.float32
         torch.testing.assert_close(got, expected, rtol=5e-2, atol=5e-3)
     assert compiled.report.graphs[0].variants[0].saved_tensors  # the compiled training program ran
+
+
+@pytest.mark.parametrize("make", ["new_tensor", "new_zeros", "new_ones", "new_full", "new_empty"])
+def test_tensors_made_from_an_input_carry_no_gradient_back(make: str) -> None:
+    """x.new_tensor(...) and its kin run in torch (an extern call that reads x); the backward once
+    asked torch for a gradient through them and crashed: they carry none."""
+    args = {"new_tensor": ([1.0, 2.0, 3.0],), "new_full": ((3,), 2.0)}.get(make, ((3,),))
+
+    def fn(x):
+        made = getattr(x, make)(*args)
+        return x * (made if make != "new_empty" else made.fill_(2.0)).exp()
+
+    x = torch.randn(3, requires_grad=True)
+    (expected,) = torch.autograd.grad(fn(x).sum(), x)
+    x = x.detach().requires_grad_()
+    (actual,) = torch.autograd.grad(minicompiler.compile(fn)(x).sum(), x)
+    torch.testing.assert_close(actual, expected)
