@@ -18,20 +18,20 @@ part device
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)"
   date -u +%Y-%m-%dT%H:%MZ
-  timeout 150 python -m pytest -q -p no:cacheprovider -k "cuda or gpu or runtime" \
+  timeout 90 python -m pytest -q -p no:cacheprovider -k "cuda or gpu or runtime" \
       tests/autograd/test_gradients_at_kinks.py tests/training/test_residual_blocks.py tests/runtime \
       tests/test_compiled_layout.py 2>&1 | tail -4
 } 2>&1 | tee "$out/device.txt"
 
 part "timm training"
-timeout 150 python -m minicompiler.bench --device cuda --no-kernels --no-torch-compile --modes default \
-    --tasks training --only resnet --repeats 5 --deadline-s 100 --json "$out/timm_training.json" \
+timeout 120 python -m minicompiler.bench --device cuda --no-kernels --no-torch-compile --modes default \
+    --tasks training --only resnet --repeats 5 --deadline-s 70 --json "$out/timm_training.json" \
     > "$out/timm_training.txt" 2> "$out/timm_training.log"
 tail -20 "$out/timm_training.txt"
 
 part notebooks
 for notebook in 11_models_and_training 12_next_to_torch_compile_and_debugging; do
-  timeout 200 python notebooks/execute.py "notebooks/$notebook.ipynb" 2>&1 | grep -v "^\[IPKernelApp\]" | tail -3
+  timeout 170 python notebooks/execute.py "notebooks/$notebook.ipynb" 2>&1 | grep -v "^\[IPKernelApp\]" | tail -3
 done
 tar -cf "$out/notebooks.tar" notebooks/11_models_and_training.ipynb notebooks/12_next_to_torch_compile_and_debugging.ipynb
 part done
