@@ -72,6 +72,9 @@ class CompiledModule(nn.Module):
     def __len__(self) -> int:  # nn.Sequential, nn.ModuleList
         return len(self._orig_mod)  # type: ignore[arg-type]
 
+    def __bool__(self) -> bool:  # `if model:` is true for a module without a length, as for the original
+        return bool(self._orig_mod)
+
 
 def _call_with_hooks(module: nn.Module, compiled: CompiledFunction, args: tuple, kwargs: dict) -> Any:
     """The original's forward pre-hooks and hooks around the compiled forward, as `Module.__call__`

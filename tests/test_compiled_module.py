@@ -36,6 +36,14 @@ def test_parameters_buffers_modules_and_attributes_are_the_originals():
     assert compiled.fn.__self__ is model and compiled.cache and compiled.report is compiled.reports[-1]
 
 
+def test_truth_and_length_are_the_originals():
+    """`if model:` works on any compiled module (a module without a length is true), and a
+    container's length and truth are its own."""
+    assert bool(minicompiler.compile(nn.Linear(2, 2)))
+    assert len(minicompiler.compile(make_model())) == 5
+    assert not minicompiler.compile(nn.Sequential())
+
+
 def test_train_and_eval_switch_the_original_and_the_compiled_code_follows():
     model, eager = make_model(), make_model()
     compiled = minicompiler.compile(model)
