@@ -134,26 +134,54 @@ def bench_training(built: Built, chosen: dict[str, Compiler], repeats: int) -> t
     steps = {}
     results: Results = {}
     reference = _Step(module, chosen["eager"], built.inputs).gradients()
+    exact = _exact_gradients(module, built.inputs)
     _reset_torch_compile()
     for name, compiler in chosen.items():
         try:
             step = _Step(module, compiler, built.inputs)
             (loss, grads), seconds = _first_call(step.gradients)
-            pairs = [(g, e) for g, e in zip(grads, reference[1], strict=True) if e is not None and g is not None]
-            # a gradient that is zero in exact arithmetic (a conv's bias before BatchNorm) is rounding
-            # noise in both: compared against the largest gradient of the model, not its own scale
-            floor = 1e-3 * max((float(e.abs().max()) for _, e in pairs if e.numel()), default=0.0)
-            error = max([relative_error(loss, reference[0])] + [relative_error(g, e, floor) for g, e in pairs])
+            error = step_error((loss, grads), reference)
             missing = sum((g is None) != (e is None) for g, e in zip(grads, reference[1], strict=True))
         except Exception as failure:  # noqa: BLE001
             results[name] = {"error": _describe(failure)}
             continue
-        correct = error <= TOLERANCE["training"] and not missing
-        results[name] = {"first_call_s": seconds, "rel_err": error, "correct": correct, **_report_facts(step.model)}
+        row: dict[str, Any] = {"first_call_s": seconds, "rel_err": error}
+        correct = error <= TOLERANCE["training"]
+        if exact is not None:
+            # A deep network with batch norms in training mode amplifies float32 rounding: on an
+            # H100 eager's own step is 0.16 (timm ResNet-50) to 0.96 (torchvision's) off the
+            # float64 step. A compiled step is right when it is as close to exact as eager's.
+            row["rel_err_exact"] = step_error((loss, grads), exact)
+            correct = correct or row["rel_err_exact"] <= 2 * step_error(reference, exact)
+        results[name] = {**row, "correct": correct and not missing, **_report_facts(step.model)}
         steps[name] = step
     for name, seconds in interleaved_seconds(steps, repeats).items():
         results[name]["s"] = seconds
     return results, {name: (step, step.model) for name, step in steps.items()}
+
+
+Gradients = tuple[torch.Tensor, list[torch.Tensor | None]]  # a step's loss and each parameter's gradient
+
+
+def step_error(result: Gradients, reference: Gradients) -> float:
+    """The largest relative difference of the loss or of any gradient. A gradient that is zero in
+    exact arithmetic (a conv's bias before BatchNorm) is rounding noise in both: it is compared
+    against the largest gradient of the model, not its own scale."""
+    pairs = [(g, e) for g, e in zip(result[1], reference[1], strict=True) if e is not None and g is not None]
+    floor = 1e-3 * max((float(e.abs().max()) for _, e in pairs if e.numel()), default=0.0)
+    return max([relative_error(result[0], reference[0])] + [relative_error(g, e, floor) for g, e in pairs])
+
+
+def _exact_gradients(module: nn.Module, inputs: tuple[Any, ...]) -> Gradients | None:
+    """Eager's step in float64, what float32 steps are measured against; None if the model will
+    not run in float64."""
+    wide = tuple(x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs)
+    try:
+        step = _Step(module, lambda m: m, wide)
+        step.module.double()
+        return step.gradients()
+    except Exception:  # noqa: BLE001 - then correctness is judged against eager float32 alone
+        return None
 
 
 def _report_facts(compiled: Any) -> dict[str, Any]:

@@ -46,6 +46,15 @@ def test_rows_check_against_eager_and_flag_wrong_results() -> None:
         assert set(runnable) == set(chosen)
 
 
+def test_a_training_step_is_judged_against_the_float64_step() -> None:
+    """Eager float32 sets the bar: a step as close to the float64 step as eager's is right, even
+    where float32 rounding makes it differ from eager's by more than the tolerance."""
+    results, _ = bench_training(_small_mlp(), {**compilers(["default"], torch_compile=False), "wrong": _Off}, 1)
+    exact = {name: row["rel_err_exact"] for name, row in results.items()}
+    assert exact["minicompiler default"] <= 2 * exact["eager"] + 1e-6 and results["minicompiler default"]["correct"]
+    assert exact["wrong"] > 0.05 and not results["wrong"]["correct"]
+
+
 def test_cli_writes_json_and_html_with_profile(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     main(["--quick", "--no-kernels", "--no-torch-compile", "--only", "MLP 1024", "--profile", "--repeats", "2",
