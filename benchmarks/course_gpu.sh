@@ -20,7 +20,7 @@ part device
   date -u +%Y-%m-%dT%H:%MZ
   timeout 90 python -m pytest -q -p no:cacheprovider -k "cuda or gpu or runtime" \
       tests/autograd/test_gradients_at_kinks.py tests/training/test_residual_blocks.py tests/runtime \
-      tests/test_compiled_layout.py 2>&1 | tail -4
+      tests/test_compiled_layout.py tests/training/test_training_end_to_end.py 2>&1 | tail -4
 } 2>&1 | tee "$out/device.txt"
 
 part "timm training"

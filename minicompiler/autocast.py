@@ -14,7 +14,8 @@ its op lists keeps the policy right for every device and torch version.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
@@ -33,6 +34,18 @@ def autocast_state(device_types: Iterable[str]) -> tuple[str, torch.dtype] | Non
         if torch.is_autocast_enabled(device):
             return device, torch.get_autocast_dtype(device)
     return None
+
+
+@contextlib.contextmanager
+def autocast_off() -> Iterator[None]:
+    """No autocast region active, on any device: a graph with autocast's casts written in is
+    ordinary, and inferring its ops' dtypes must not see autocast cast their inputs again (fake
+    CUDA tensors do: a matmul of float32 and float16 would look like float16, needing no cast)."""
+    with contextlib.ExitStack() as stack:
+        for device in ("cpu", "cuda"):
+            if torch.is_autocast_enabled(device):
+                stack.enter_context(torch.autocast(device, enabled=False))
+        yield
 
 
 def observed_dtypes(graph: Graph, inputs: list[torch.Tensor]) -> dict[Node, torch.dtype]:
@@ -73,4 +86,5 @@ def apply_autocast(graph: Graph, inputs: list[torch.Tensor]) -> tuple[Graph, int
         result.tags.update(node.tags)
         return result
 
-    return rewrite(graph, rule), casts
+    with autocast_off():
+        return rewrite(graph, rule), casts

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from minicompiler.autocast import AutocastError, apply_autocast, autocast_state
+from minicompiler.autocast import AutocastError, apply_autocast, autocast_off, autocast_state
 from minicompiler.autograd import JointGraph, NotDifferentiable, SavedTensor, differentiate, make_trainable, partition
 from minicompiler.autograd.partition import recomputed_checkpoints
 from minicompiler.codegen import CodegenError, CompiledModule, generate
@@ -140,9 +140,10 @@ class CompiledGraph:
     def _compile_for_autocast(self, region: tuple[str, torch.dtype], inputs: list[torch.Tensor]) -> CompiledGraph:
         start = time.perf_counter()
         graph, casts = apply_autocast(self.graph, inputs)
-        variant = compile_graph(graph, self.backend, time.perf_counter() - start, self.strict, self.dynamic,
-                                self.requires_grad, self.cuda_graphs, self.autotune, self.written_back,
-                                self.channels_last)
+        with autocast_off():
+            variant = compile_graph(graph, self.backend, time.perf_counter() - start, self.strict, self.dynamic,
+                                    self.requires_grad, self.cuda_graphs, self.autotune, self.written_back,
+                                    self.channels_last)
         device, dtype = region
         variant.report.variant = f"torch.autocast({device!r}, dtype={dtype}): {casts} casts added"
         self.report.variants.append(variant.report)

@@ -222,6 +222,31 @@ def test_training_inside_autocast_matches_eager_gradients() -> None:
     assert compiled.report.graphs[0].variants[0].saved_tensors  # the compiled training program ran
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_attention_training_under_cuda_autocast_float16() -> None:
+    """CUDA autocast runs softmax in float32 and casts it back to float16 for the next matmul.
+    Inferring that matmul's dtype with autocast still on saw float16 (fake CUDA tensors get
+    autocast's casts too), so no cast was written and the generated program's matmul got float32
+    and float16 (seed 003's MiniTransformer with AMP, notebook 11 on the H100)."""
+    from minicompiler.bench.models import MiniTransformer
+
+    torch.manual_seed(0)
+    model = MiniTransformer(100, 64, 4, 2, 128, max_seq_len=64, dropout=0.0).cuda()
+    reference = copy.deepcopy(model)
+    compiled = minicompiler.compile(model)
+    ids = torch.randint(0, 100, (2, 16), device="cuda")
+    outputs = []
+    for run in (reference, compiled):
+        with torch.autocast("cuda", dtype=torch.float16):
+            outputs.append(run(ids))
+            loss = outputs[-1].float().square().mean()
+        loss.backward()
+    assert outputs[0].dtype == outputs[1].dtype == torch.float16
+    torch.testing.assert_close(outputs[1], outputs[0], rtol=2e-2, atol=2e-2)
+    for got, expected in zip(gradients_of(model), gradients_of(reference), strict=True):
+        torch.testing.assert_close(got, expected, rtol=5e-2, atol=5e-3)
+
+
 @pytest.mark.parametrize("make", ["new_tensor", "new_zeros", "new_ones", "new_full", "new_empty"])
 def test_tensors_made_from_an_input_carry_no_gradient_back(make: str) -> None:
     """x.new_tensor(...) and its kin run in torch (an extern call that reads x); the backward once
