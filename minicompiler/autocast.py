@@ -20,7 +20,8 @@ from typing import Any
 
 import torch
 
-from minicompiler.ir import Graph, Node, infer_meta, map_structure, rewrite, run_graph
+from minicompiler.ir import Graph, Node, flatten, infer_meta, map_structure, rewrite, run_graph
+from minicompiler.ir.ops import OPS
 
 
 class AutocastError(ValueError):
@@ -61,6 +62,17 @@ def observed_dtypes(graph: Graph, inputs: list[torch.Tensor]) -> dict[Node, torc
     return dtypes
 
 
+def _mixed_library_call(op: str, args: tuple[Any, ...], kwargs: dict[str, Any], dtype: torch.dtype) -> bool:
+    """A library call (matmul, linear, convolution, ...) with a floating input of another dtype than
+    autocast gave its result. Such calls take one dtype; what their meta functions infer for mixed
+    ones varies (torch 2.11 says float16 for a 4-d matmul of float32 and float16), so the cast is
+    written whatever the inference says. Element-wise ops promote, and inference is exact there."""
+    if OPS[op].kind in ("pointwise", "reduction", "view"):
+        return False
+    return any(isinstance(v, Node) and v.meta.dtype.is_floating_point and v.meta.dtype != dtype
+               for v in flatten((args, kwargs)))
+
+
 def apply_autocast(graph: Graph, inputs: list[torch.Tensor]) -> tuple[Graph, int]:
     """`graph` with the current autocast region's casts made explicit; and how many casts."""
     wanted = observed_dtypes(graph, inputs)
@@ -69,7 +81,9 @@ def apply_autocast(graph: Graph, inputs: list[torch.Tensor]) -> tuple[Graph, int
     def rule(g: Graph, node: Node, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Node | None:
         nonlocal casts
         dtype = wanted.get(node)
-        if dtype is None or not dtype.is_floating_point or infer_meta(node.op, args, kwargs).dtype == dtype:
+        if dtype is None or not dtype.is_floating_point:
+            return None
+        if infer_meta(node.op, args, kwargs).dtype == dtype and not _mixed_library_call(node.op, args, kwargs, dtype):
             return None
 
         def cast(value: Any) -> Any:
