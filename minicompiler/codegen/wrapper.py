@@ -14,8 +14,9 @@ With dynamic=True the kernels take their sizes as arguments, read from the tenso
         maximum = torch.empty((size0, size1), dtype=torch.float32)
         kernel_add_maximum(matmul.data_ptr(), b.data_ptr(), maximum.data_ptr(), size0, size1)
 
-Each buffer is a local variable named after its node. The text is compiled and run as is,
-so what a learner reads is exactly what runs.
+Each buffer is a local variable named after its node, deleted (`del matmul`) after the last step
+that reads it, so its memory is free for the next ones. The text is compiled and run as is, so
+what a learner reads is exactly what runs.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import torch
 from minicompiler.codegen.body import input_params, output_params
 from minicompiler.codegen.common import CodegenError, provenance_comment
 from minicompiler.codegen.sizes import KernelSizes
-from minicompiler.fuse.schedule import ExternCall, Kernel, Schedule
+from minicompiler.fuse.schedule import ExternCall, Kernel, Schedule, Step
 from minicompiler.ir.graph import Node
 from minicompiler.ir.printer import format_value
 from minicompiler.ir.symbolic import SymSize, size_code, symbol_of
@@ -41,6 +42,7 @@ from minicompiler.layout import is_channels_last
 CONTIGUOUS_EXTERNS = frozenset({"matmul", "addmm", "bmm", "clone", "reshape"})
 RESERVED = frozenset({"torch", "ops", "inputs", "call", "float", "channels_last_copy"})
 GENERATED_NAME = re.compile(r"(const_|size|s)[0-9]+")
+IDENTIFIER = re.compile(r"(?<![.\w])[A-Za-z_]\w*")  # a name, not an attribute (ops.permute is no buffer)
 LITERALS = (type(None), bool, int, float, str, torch.dtype, torch.device)
 
 
@@ -102,23 +104,43 @@ def wrapper_source(schedule: Schedule, launch: Launch, dynamic: bool = False) ->
     for p in schedule.graph.inputs:  # read channels-last (layout.py): a weight's copy, made once
         if is_channels_last(p):
             lines.append(f"    {w.names[p]} = channels_last_copy({w.names[p]})")
-    for step in schedule.steps:
-        if isinstance(step, Kernel):
-            lines += _kernel_lines(step, w, launch, dynamic)
-            continue
-        node = step.node
-        lines.append(f"    # {provenance_comment(node)}")
-        if node.op == "torch_call":
-            call = f"{w.bind(node.args[0])}({w.call_args(node.args[1:], node.kwargs)})"
-        else:
-            call = f"ops.{node.op}({w.call_args(node.args, node.kwargs)})"
-        if isinstance(step, ExternCall) and node.op not in CONTIGUOUS_EXTERNS:
-            # kernels read an extern's result in the layout its meta says (layout.py): a no-op when it is
-            layout = "memory_format=torch.channels_last" if is_channels_last(node) else ""
-            call += f".contiguous({layout})"
-        lines.append(f"    {w.names[node]} = {call}")
+    blocks = [_kernel_lines(step, w, launch, dynamic) if isinstance(step, Kernel) else _call_lines(step, w)
+              for step in schedule.steps]
+    kept = {w.names[n] for n in schedule.graph.inputs} | set(_names_in(w.format(schedule.graph.outputs)))
+    lines += _freed_after_last_use(blocks, set(w.names.values()) - kept)
     lines.append(f"    return {w.format(schedule.graph.outputs)}")
     return "\n".join(lines) + "\n", w.constants
+
+
+def _call_lines(step: Step, w: _Writer) -> list[str]:
+    node = step.node
+    if node.op == "torch_call":
+        call = f"{w.bind(node.args[0])}({w.call_args(node.args[1:], node.kwargs)})"
+    else:
+        call = f"ops.{node.op}({w.call_args(node.args, node.kwargs)})"
+    if isinstance(step, ExternCall) and node.op not in CONTIGUOUS_EXTERNS:
+        # kernels read an extern's result in the layout its meta says (layout.py): a no-op when it is
+        layout = "memory_format=torch.channels_last" if is_channels_last(node) else ""
+        call += f".contiguous({layout})"
+    return [f"    # {provenance_comment(node)}", f"    {w.names[node]} = {call}"]
+
+
+def _names_in(code: str) -> list[str]:
+    return IDENTIFIER.findall(code.split("#", 1)[0])
+
+
+def _freed_after_last_use(blocks: list[list[str]], buffers: set[str]) -> list[str]:
+    """The steps' lines, each buffer deleted after the last step that names it: a buffer's memory
+    goes back to the allocator as soon as nothing needs it (a view of it keeps it alive), so a
+    long program holds only what is still to be read, not every intermediate until it returns."""
+    last_use = {name: index for index, block in enumerate(blocks) for line in block for name in _names_in(line)
+                if name in buffers}
+    lines = []
+    for index, block in enumerate(blocks):
+        lines += block
+        if done := sorted(name for name, last in last_use.items() if last == index):
+            lines.append(f"    del {', '.join(done)}")
+    return lines
 
 
 def _kernel_lines(kernel: Kernel, w: _Writer, launch: Launch, dynamic: bool) -> list[str]:
