@@ -187,7 +187,10 @@ class CompiledGraph:
             forward, backward = simplify(forward), simplify(backward)
             run_forward = self._lower(forward, " (forward)", fallback=False, keep_last=len(saved))
             follow_saved_layouts(forward, backward, len(saved))  # saved tensors arrive as the forward laid them out
-            run_backward = self._lower(backward, " (backward)", fallback=False)
+            # The backward may free each saved tensor after its last use; not where a program runs
+            # twice on one input list (CUDA graphs record and replay it, autotuning times trials)
+            run_backward = self._lower(backward, " (backward)", fallback=False,
+                                       consume_inputs=not (self.cuda_graphs or self.autotune))
         except (NotDifferentiable, CodegenError) as error:
             if self.strict and isinstance(error, CodegenError):
                 raise
@@ -200,7 +203,8 @@ class CompiledGraph:
                               joint, saved)
 
     def _lower(self, graph: Graph, stage_suffix: str, fallback: bool = True,
-               written_back: dict[Node, Node] | None = None, keep_last: int = 0) -> Runner | None:
+               written_back: dict[Node, Node] | None = None, keep_last: int = 0,
+               consume_inputs: bool = False) -> Runner | None:
         """fuse + generate (+ autotune); None (and the reason in the report) if codegen fails and
         may fall back. `written_back`: new values a kernel may store into their inputs;
         `keep_last`: the last outputs are saved tensors (any layout will do)."""
@@ -218,7 +222,8 @@ class CompiledGraph:
         report.fusion += describe_fusion(schedule)
         try:
             module, record = _timed(report, "codegen" + stage_suffix,
-                                    lambda: generate(schedule, self.backend, dynamic=self.dynamic))
+                                    lambda: generate(schedule, self.backend, dynamic=self.dynamic,
+                                                     consume_inputs=consume_inputs))
         except CodegenError as error:
             if self.strict or not fallback:
                 raise

@@ -75,7 +75,12 @@ class _CompiledFunction(torch.autograd.Function):
         grads_in = [g for g, d in zip(output_grads, graph.differentiable, strict=True) if d]
         tangents = [torch.zeros(shape, dtype=dtype, device=device) if g is None else g.contiguous()
                     for g, (shape, dtype, device) in zip(grads_in, ctx.differentiable_outputs, strict=True)]
-        grads = iter(graph.backward_runner([*ctx.saved_tensors, *tangents]))
+        inputs = [*ctx.saved_tensors, *tangents]
+        # autograd keeps saved tensors until the backward returns; dropped here (unless the graph
+        # is retained for another backward), the compiled backward frees each after its last use
+        ctx.maybe_clear_saved_tensors()
+        del tangents, grads_in, output_grads
+        grads = iter(graph.backward_runner(inputs))
         return (None, *(next(grads) if wanted else None for wanted in graph.requires_grad))
 
 

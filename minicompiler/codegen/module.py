@@ -46,14 +46,15 @@ class CompiledModule:
 
 
 def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False,
-             launch_configs: dict[str, dict[str, int]] | None = None) -> CompiledModule:
+             launch_configs: dict[str, dict[str, int]] | None = None, consume_inputs: bool = False) -> CompiledModule:
     """Generate, compile and load the code for `schedule` with the `cpp` or `triton` backend.
 
     dynamic=True: kernels take their sizes as arguments instead of having them baked in, so the
     same kernel source (and compiled library, and JIT entry) serves every size of one pattern of
     rank, dtypes and broadcasting (see `codegen/sizes.py`); the wrapper reads the sizes from its
     tensors' shapes at call time. `launch_configs`: Triton block sizes per kernel name, from
-    autotuning (`runtime/autotune.py`); the kernels' text does not depend on them."""
+    autotuning (`runtime/autotune.py`); the kernels' text does not depend on them.
+    `consume_inputs`: the wrapper empties the list it is called with (see `wrapper_source`)."""
     if backend not in ("cpp", "triton"):
         raise CodegenError(f"unknown backend {backend!r}: use 'cpp' or 'triton'")
     devices = {n.meta.device.type for n in schedule.graph.nodes if n.meta is not None}
@@ -74,7 +75,7 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
         module = loader.load_python_module(module_text) if kernels else None
         launchers = {k.name: _launcher(getattr(module, k.name)) for k in kernels}
         launch = functools.partial(triton.call_source, dynamic=dynamic, configs=launch_configs)
-    wrapper_text, constants = wrapper_source(schedule, launch, dynamic)
+    wrapper_text, constants = wrapper_source(schedule, launch, dynamic, consume_inputs)
     namespace = {"torch": torch, "ops": OPS_NAMESPACE, "channels_last_copy": channels_last_copy,  # layout.py
                  **launchers, **constants}
     return CompiledModule(

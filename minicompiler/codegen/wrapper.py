@@ -91,22 +91,29 @@ class _Writer:
 Launch = Callable[[Kernel, list[str], list[str]], str]  # (kernel, buffers, sizes) -> the line that runs it
 
 
-def wrapper_source(schedule: Schedule, launch: Launch, dynamic: bool = False) -> tuple[str, dict[str, Any]]:
+def wrapper_source(schedule: Schedule, launch: Launch, dynamic: bool = False,
+                   consume_inputs: bool = False) -> tuple[str, dict[str, Any]]:
     """The wrapper's text, and the constants its namespace must bind. `launch(kernel, buffers,
     sizes)` is the backend's line that runs a kernel on the named buffers and runtime sizes.
-    `dynamic`: kernels take their sizes as arguments, read from the tensors at call time."""
+    `dynamic`: kernels take their sizes as arguments, read from the tensors at call time.
+    `consume_inputs`: after unpacking, the input list is emptied (`inputs.clear()`), so an input
+    too is freed after its last use (a backward's saved activations, which the caller let go)."""
     w = _Writer(schedule)
     lines = ["def call(inputs):"]
     if schedule.graph.inputs:
         unpacked = ", ".join(w.names[p] for p in schedule.graph.inputs)
         lines.append(f"    {unpacked}{',' if len(schedule.graph.inputs) == 1 else ''} = inputs")
+        if consume_inputs:
+            lines.append("    inputs.clear()")
         lines += _symbol_lines(schedule, w)
     for p in schedule.graph.inputs:  # read channels-last (layout.py): a weight's copy, made once
         if is_channels_last(p):
             lines.append(f"    {w.names[p]} = channels_last_copy({w.names[p]})")
     blocks = [_kernel_lines(step, w, launch, dynamic) if isinstance(step, Kernel) else _call_lines(step, w)
               for step in schedule.steps]
-    kept = {w.names[n] for n in schedule.graph.inputs} | set(_names_in(w.format(schedule.graph.outputs)))
+    kept = set(_names_in(w.format(schedule.graph.outputs)))
+    if not consume_inputs:  # the caller's list keeps them alive anyway: no `del` for them
+        kept |= {w.names[n] for n in schedule.graph.inputs}
     lines += _freed_after_last_use(blocks, set(w.names.values()) - kept)
     lines.append(f"    return {w.format(schedule.graph.outputs)}")
     return "\n".join(lines) + "\n", w.constants

@@ -1,10 +1,12 @@
 """The wrapper deletes each buffer after the last step that reads it, so a long program (a
-training backward) holds only what is still to be read. Checked on the text (every intermediate
+training backward) holds only what is still to be read; a backward frees its inputs (saved
+tensors) that way too. Checked on the text (every intermediate
 is deleted once, after its last use, never an output or an input) and, on a GPU, with the
 allocator: a compiled training step's peak memory is not above eager's by more than a margin."""
 
 from __future__ import annotations
 
+import copy
 import re
 
 import pytest
@@ -37,7 +39,8 @@ def test_every_intermediate_is_deleted_once_after_its_last_use() -> None:
         assigned = {m.group(1) for line in lines if (m := re.match(r"\s+(\w+) = ", line))} - inputs
         deletions = [line.split("del ")[1].split(", ") for line in lines if line.strip().startswith("del ")]
         deleted = [name for names in deletions for name in names]
-        assert sorted(deleted) == sorted(assigned - outputs), text
+        consumed = inputs if "inputs.clear()" in text else set()  # a backward frees its inputs too
+        assert sorted(deleted) == sorted((assigned | consumed) - outputs), text
         for index, line in enumerate(lines):
             if line.strip().startswith("del "):
                 later = "\n".join(lines[index + 1:])
@@ -61,3 +64,20 @@ def test_training_step_peak_memory_on_cuda_is_near_eagers() -> None:
         peaks[name] = torch.cuda.max_memory_allocated() - start
         del model, run, x
     assert peaks["minicompiler"] <= 1.25 * peaks["eager"], peaks
+
+
+def test_backward_frees_its_inputs_and_still_runs_twice_with_retain_graph() -> None:
+    """The backward empties its input list (saved tensors are then freed after their last use);
+    with retain_graph=True autograd keeps its own references, so a second backward still works."""
+    model = mlp()
+    reference = copy.deepcopy(model)
+    compiled = minicompiler.compile(model)
+    x = torch.randn(8, 256)
+    for run in (compiled, reference):
+        loss = run(x).square().mean()
+        loss.backward(retain_graph=True)
+        loss.backward()
+    for got, expected in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(got.grad, expected.grad)
+    backward = next(text for text in wrappers(compiled) if "tangent" in text)
+    assert "inputs.clear()" in backward
