@@ -14,7 +14,8 @@ between the two calls. Which values to save is a memory/compute trade-off:
 
 Activation checkpointing (`torch.utils.checkpoint` in the user's code; capture tags the nodes
 of each region) is a promise to recompute: min_cut never saves a value inside a checkpointed
-region, only what the region reads and what code after it reads from it (as eager does).
+region, and always saves what code after the region reads from it (as eager does, which saves
+each region's input), so the backward recomputes one region at a time.
 """
 
 from __future__ import annotations
@@ -58,7 +59,10 @@ def partition(joint: JointGraph, strategy: Strategy = "min_cut") -> tuple[Graph,
         raise ValueError(f"unknown partition strategy {strategy!r}; choose one of {', '.join(PARTITIONERS)}")
     saved = PARTITIONERS[strategy](joint)
     forward = extract(joint.graph, joint.primals, [*joint.forward_outputs, *saved])
-    backward = extract(joint.graph, [*saved, *joint.tangents], joint.gradients)
+    # what the backward recomputes is computed just before it is read, not all at the start: a
+    # checkpointed region's activations then live while its own gradients are computed, as in eager
+    late = set(joint.graph.nodes) - _reads_tangents(joint)
+    backward = extract(joint.graph, [*saved, *joint.tangents], joint.gradients, late=late)
     return forward, backward, [SavedTensor.of(node) for node in saved]
 
 
@@ -98,8 +102,14 @@ def save_min_cut(joint: JointGraph) -> list[Node]:
     for node in candidates:
         # a value that must be recomputed cannot be cut (saved), and is not bound to the forward
         capacities.setdefault((node, "in"), {})[(node, "out")] = math.inf if node in recompute else _nbytes(node)
-        if node.op == "placeholder" or (node in forward and node not in recompute
-                                        and OPS[node.op].kind not in ("pointwise", "view")):
+        # a region's output (what later code reads from it) is saved, as eager checkpointing
+        # saves each region's input: recomputed from further back, every region's activations
+        # would be alive at once when the backward starts
+        region = node.tags.get(CHECKPOINT)
+        region_output = region is not None and node not in recompute and any(
+            user in forward and user.tags.get(CHECKPOINT) != region for user in users[node])
+        if node.op == "placeholder" or region_output or (node in forward and node not in recompute
+                                                         and OPS[node.op].kind not in ("pointwise", "view")):
             capacities.setdefault("source", {})[(node, "in")] = math.inf
         out_edges = capacities.setdefault((node, "out"), {})
         if node in gradients or any(user in after_tangents for user in users[node]):
