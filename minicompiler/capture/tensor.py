@@ -106,11 +106,21 @@ def method_lowering(name: str) -> Lowering | None:
     if name.startswith("_") or name.endswith("_"):
         return None
     fn = getattr(torch, name, None)
+    method = getattr(torch.Tensor, name, None)
     if not callable(fn) or isinstance(fn, type):
-        fn = getattr(torch.Tensor, name, None)
-    if callable(fn) and not isinstance(fn, type):
-        return lambda g, *args, **kwargs: extern(g, fn, *args, **kwargs)
-    return None
+        fn = method
+    if not callable(fn) or isinstance(fn, type):
+        return None
+
+    def kept_whole(g: Graph, *args: Any, **kwargs: Any) -> Node:
+        try:
+            return extern(g, fn, *args, **kwargs)
+        except TypeError:  # x.flip(0): a method may take as separate arguments what torch.flip takes as a tuple
+            if method is None or method is fn:
+                raise
+            return extern(g, method, *args, **kwargs)
+
+    return kept_whole
 
 
 def _masked_fill(g: Graph, x: Node, mask: Node, value: Any) -> InPlace:

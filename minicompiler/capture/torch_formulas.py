@@ -260,3 +260,40 @@ for _name in ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "soft_margi
               "binary_cross_entropy_with_logits", "kl_div", "margin_ranking_loss", "hinge_embedding_loss",
               "poisson_nll_loss"]:
     lowers(getattr(F, _name))(_loss(_name, getattr(F, _name)))
+
+
+# --- products and gates written with views and element-wise ops ---------------------------
+@lowers(torch.outer, torch.ger, methods=["outer", "ger"])
+def outer(g: Graph, a: Any, b: Any) -> Node:
+    # a[i] * b[j]: a column times a row, broadcast
+    if not (isinstance(a, Node) and isinstance(b, Node) and a.meta.ndim == b.meta.ndim == 1):
+        return extern(g, torch.outer, a, b)
+    return g.call("mul", g.call("reshape", a, (a.meta.shape[0], 1)), g.call("reshape", b, (1, b.meta.shape[0])))
+
+
+@lowers(F.glu)
+def glu(g: Graph, x: Any, dim: int = -1) -> Node:
+    # the first half of `dim` gated by the sigmoid of the second
+    if not isinstance(x, Node) or not x.meta.dtype.is_floating_point or not isinstance(x.meta.shape[dim], int) \
+            or x.meta.shape[dim] % 2:
+        return extern(g, F.glu, x, dim)
+    dim, half = dim % x.meta.ndim, x.meta.shape[dim] // 2
+    first, second = g.call("slice", x, dim, 0, half), g.call("slice", x, dim, half, 2 * half)
+    return g.call("mul", first, g.call("sigmoid", second))
+
+
+@lowers(F.rms_norm)
+def rms_norm(g: Graph, x: Any, normalized_shape: Any, weight: Any = None, eps: float | None = None) -> Node:
+    # x / sqrt(mean(x^2) + eps) over the last dims, times the weight; eps defaults to the dtype's
+    # machine epsilon, and float16/bfloat16 are computed in float32, as torch's
+    shape = tuple(normalized_shape) if isinstance(normalized_shape, list | tuple) else (normalized_shape,)
+    if not isinstance(x, Node) or not x.meta.dtype.is_floating_point or \
+            (weight is not None and not (isinstance(weight, Node) and tuple(weight.meta.shape) == shape)):
+        return extern(g, F.rms_norm, x, normalized_shape, weight, eps)  # (torch raises on a wrong weight)
+    count = len(shape)
+    dims = tuple(range(x.meta.ndim - count, x.meta.ndim))
+    eps = torch.finfo(x.meta.dtype).eps if eps is None else eps
+    wide = x if x.meta.dtype == torch.float64 else g.call("convert", x, torch.float32)
+    scale = g.call("rsqrt", g.call("add", g.call("mean", g.call("mul", wide, wide), dims, True), eps))
+    normed = g.call("convert", g.call("mul", wide, scale), x.meta.dtype)
+    return normed if weight is None else g.call("mul", normed, weight)

@@ -217,3 +217,13 @@ def test_tensor_methods_without_a_torch_twin_and_more_in_place(check) -> None:
         return y, z
 
     check(fn, lambda: (torch.randn(3, 4),))
+
+
+def test_tensor_methods_that_take_dims_as_separate_arguments(check) -> None:
+    """x.flip(0) is torch.flip(x, (0,)): the method spells its tuple as separate arguments, which
+    torch.flip(x, 0) rejects; captured with the method, not a graph break."""
+    def fn(x):
+        return x.flip(0) * 2, x.flip(0, 1) + 1, x.flip((1,)).sum(0)
+
+    result = check(fn, lambda: (torch.randn(3, 4),))
+    assert not result.resume

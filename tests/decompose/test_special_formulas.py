@@ -45,12 +45,15 @@ FINITE = {  # unary ops compared on finite inputs: a norm or a loss of inf is in
     "norm2": lambda x: torch.linalg.vector_norm(x, dim=1), "norm_inf": lambda x: torch.norm(x, float("inf")),
     "norm_3": lambda x: torch.linalg.vector_norm(x, 3, dim=0, keepdim=True), "norm_0": lambda x: x.norm(0),
     "norm_1": lambda x: torch.linalg.norm(x, 1, dim=1), "normalize": F.normalize,
+    "rms_norm": lambda x: F.rms_norm(x, (9,)), "rms_norm_weight": lambda x: F.rms_norm(x, (4, 9), x.abs() + 1, 1e-3),
+    "glu": lambda x: F.glu(x[:, :8]), "glu_rows": lambda x: F.glu(x, 0),
 }
 BINARY = {
     "xlogy": torch.xlogy, "xlog1py": torch.special.xlog1py, "heaviside": torch.heaviside, "fmax": torch.fmax,
     "fmin": torch.fmin, "logaddexp": torch.logaddexp, "logaddexp2": torch.logaddexp2,
     "float_power": torch.float_power, "dist": torch.dist, "pairwise_distance": F.pairwise_distance,
     "addcdiv": lambda x, y: torch.addcdiv(x, x, y, value=0.5), "ldexp": torch.ldexp,
+    "outer": lambda x, y: torch.outer(x[1], y[0]),
 }
 LOSSES = {
     "mse_loss": F.mse_loss, "l1_loss": lambda x, y: F.l1_loss(x, y, reduction="sum"),
@@ -68,7 +71,8 @@ PROBABILITY_LOSSES = {  # both arguments probabilities
 }
 FLOAT_ONLY = {"sinc", "entr", "logsigmoid", "tanhshrink", "hardshrink", "softshrink", "threshold", "logsumexp",
               "logsumexp_all", "nansum", "xlogy", "xlog1py", "fmax", "fmin", "logaddexp", "logaddexp2", "dist",
-              "pairwise_distance", "nanmean", "softmin", "softplus_beta", "addcdiv"}
+              "pairwise_distance", "nanmean", "softmin", "softplus_beta", "addcdiv", "rms_norm", "rms_norm_weight",
+              "glu", "glu_rows"}
 CASES = {**UNARY, **FINITE, **BINARY, **LOSSES, **PROBABILITY_LOSSES}
 
 
@@ -113,7 +117,7 @@ def test_integer_inputs(name: str) -> None:
 @pytest.mark.parametrize("name", ["softmin", "softplus_beta", "ndtr", "addcdiv", "ldexp",
                                   "sinc", "logsigmoid", "logsumexp", "norm2", "norm_3", "normalize", "xlogy",
                                   "logaddexp", "mse_loss", "smooth_l1_loss", "bce_with_logits", "kl_div",
-                                  "binary_cross_entropy", "softshrink"])
+                                  "binary_cross_entropy", "softshrink", "rms_norm_weight", "glu", "outer"])
 def test_formula_gradient(name: str) -> None:
     fn = CASES[name]
     args = [a.detach().requires_grad_() for a in _arguments(name, torch.float64)]
