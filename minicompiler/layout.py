@@ -20,6 +20,7 @@ a node that a view reads stays row-major: the view's strides were worked out for
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -184,3 +185,30 @@ def _torch_makes_channels_last(node: Node, every_convolution: bool = False) -> b
 
     result = OPS[node.op].impl(*map_structure(fake, node.args), **map_structure(fake, node.kwargs))
     return result.is_contiguous(memory_format=CHANNELS_LAST) and not result.is_contiguous()
+
+
+def reinterpret_tensor(tensor: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...],
+                       offset: int) -> torch.Tensor:
+    """A view of `tensor`'s memory with these sizes and strides, starting `offset` elements after
+    `tensor` starts. Made the cheap way where nothing records it: the tensor TorchInductor's
+    wrappers make, sharing the memory without a trip through torch's dispatcher (half the cost of
+    a view op). Where autograd could be recording the call (a tensor that requires grad, grad
+    mode on), it is torch's own `as_strided`, which autograd sees through."""
+    if tensor.requires_grad and torch.is_grad_enabled() or _REINTERPRET is None:
+        return torch.as_strided(tensor, size, stride, tensor.storage_offset() + offset)
+    return _REINTERPRET(tensor, size, stride, offset)
+
+
+def _cheap_reinterpret() -> Callable[..., torch.Tensor] | None:
+    """torch's private `_reinterpret_tensor`, if this torch has it and it counts the offset from
+    the tensor's own start (checked, not assumed: it is not a public API)."""
+    function = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+    function = getattr(function, "_reinterpret_tensor", None)
+    if function is None:
+        return None
+    probe = torch.arange(4.0)[1:]
+    view = function(probe, (1,), (1,), 1)
+    return function if view.storage_offset() == 2 and view.item() == 2.0 else None
+
+
+_REINTERPRET = _cheap_reinterpret()

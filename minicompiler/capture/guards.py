@@ -9,14 +9,17 @@ comparing tuples; all text is made once, when the guard is made.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from minicompiler.capture.sources import Source
+from minicompiler.capture.sources import Bind, Source
 from minicompiler.ir import TensorMeta
+
+CheckCode = Callable[[str, Bind], str]  # (the value's code, bind) -> a condition's code
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,8 @@ class Guard:
     source: str  # "args[0]"
     predicate: Callable[[Any], bool] = field(compare=False, repr=False)
     fetch: Callable[[tuple, dict], Any] = field(compare=False, repr=False)
+    origin: Source | None = field(default=None, compare=False, repr=False)  # what `fetch` reads
+    check_code: CheckCode | None = field(default=None, compare=False, repr=False)  # `predicate` as text
 
     def check(self, args: tuple, kwargs: dict) -> bool:
         try:
@@ -81,27 +86,39 @@ def tensor_guard(source: Source, tensor: torch.Tensor, dynamic_dims: Sequence[in
     text = f"{who}: {meta} {layout} {device} requires_grad={requires_grad}"
     if dynamic_dims:
         text += f" (dims {', '.join(map(str, dynamic_dims))} dynamic: any size >= 2)"
-        return Guard("tensor", text, source.path, dynamic_predicate, source.get)
-    return Guard("tensor", text, source.path, predicate, source.get)
+        return Guard("tensor", text, source.path, dynamic_predicate, source.get, source)
+    return Guard("tensor", text, source.path, predicate, source.get, source)
 
 
 def constant_guard(source: Source, value: Any) -> Guard:
     kind = type(value)
     if value is None:
-        return Guard("constant", f"{source} is None", source.path, lambda v: v is None, source.get)
+        return Guard("constant", f"{source} is None", source.path, lambda v: v is None, source.get, source,
+                     lambda v, bind: f"{v} is None")
     return Guard("constant", f"{source} == {value!r}", source.path,
-                 lambda v: type(v) is kind and v == value, source.get)
+                 lambda v: type(v) is kind and v == value, source.get, source,
+                 lambda v, bind: _equals_code(v, value, bind))
+
+
+def _equals_code(v: str, value: Any, bind: Bind) -> str:
+    """`type(v) is T and v == value` as short as it can be written: `s3 is False`, `s4 == 2.0`."""
+    if type(value) is bool:
+        return f"{v} is {value}"
+    if type(value) in (int, str) or (type(value) is float and math.isfinite(value)):
+        return f"type({v}) is {type(value).__name__} and {v} == {value!r}"
+    return f"type({v}) is {bind(type(value))} and {v} == {bind(value)}"
 
 
 def predicate_guard(source: Source, text: str, holds: Callable[[Any], bool]) -> Guard:
     """A condition on a value rather than the value itself (`s > 1` is True): a float graph input
     that Python compared keeps its graph for every value on the same side."""
-    return Guard("predicate", text, source.path, holds, source.get)
+    return Guard("predicate", text, source.path, holds, source.get, source)
 
 
 def id_guard(source: Source, value: Any) -> Guard:
     """The very same object (a module, a function, a global)."""
-    return Guard("id", f"id({source}) == {id(value)}", source.path, lambda v: v is value, source.get)
+    return Guard("id", f"id({source}) == {id(value)}", source.path, lambda v: v is value, source.get, source,
+                 lambda v, bind: f"{v} is {bind(value)}")
 
 
 def same_object_guard(source: Source, first: Source) -> Guard:
@@ -117,16 +134,18 @@ def same_object_guard(source: Source, first: Source) -> Guard:
 
 def type_guard(source: Source, kind: type) -> Guard:
     return Guard("type", f"type({source}) is {kind.__qualname__}", source.path,
-                 lambda v: type(v) is kind, source.get)
+                 lambda v: type(v) is kind, source.get, source, lambda v, bind: f"type({v}) is {bind(kind)}")
 
 
 def len_guard(source: Source, length: int) -> Guard:
-    return Guard("len", f"len({source}) == {length}", source.path, lambda v: len(v) == length, source.get)
+    return Guard("len", f"len({source}) == {length}", source.path, lambda v: len(v) == length, source.get,
+                 source, lambda v, bind: f"len({v}) == {length}")
 
 
 def keys_guard(source: Source, keys: list[Any]) -> Guard:
     """A dict with the same keys in the same order."""
-    return Guard("len", f"list({source}) == {keys!r}", source.path, lambda v: list(v) == keys, source.get)
+    return Guard("len", f"list({source}) == {keys!r}", source.path, lambda v: list(v) == keys, source.get,
+                 source)
 
 
 def separate_memory_guard(changed: Sequence[Source], inputs: Sequence[Source]) -> Guard:

@@ -17,7 +17,7 @@ from minicompiler.codegen.wrapper import Launch, wrapper_source
 from minicompiler.fuse.schedule import Schedule
 from minicompiler.ir.graph import SourceLoc
 from minicompiler.ir.printer import OPS_NAMESPACE
-from minicompiler.layout import channels_last_copy
+from minicompiler.layout import channels_last_copy, reinterpret_tensor
 from minicompiler.runtime import loader
 from minicompiler.runtime.triton_launch import FastLauncher
 
@@ -76,8 +76,8 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
         launchers = {k.name: _launcher(getattr(module, k.name)) for k in kernels}
         launch = functools.partial(triton.call_source, dynamic=dynamic, configs=launch_configs)
     wrapper_text, constants = wrapper_source(schedule, launch, dynamic, consume_inputs)
-    namespace = {"torch": torch, "ops": OPS_NAMESPACE, "channels_last_copy": channels_last_copy,  # layout.py
-                 **launchers, **constants}
+    namespace = {"torch": torch, "ops": OPS_NAMESPACE, **launchers, **constants,
+                 "channels_last_copy": channels_last_copy, "reinterpret_tensor": reinterpret_tensor}  # layout.py
     return CompiledModule(
         backend=backend,
         wrapper_source=wrapper_text,

@@ -31,8 +31,9 @@ import torch
 from minicompiler.codegen.body import input_params, output_params
 from minicompiler.codegen.common import CodegenError, provenance_comment
 from minicompiler.codegen.sizes import KernelSizes
-from minicompiler.fuse.schedule import ExternCall, Kernel, Schedule, Step
+from minicompiler.fuse.schedule import Alias, ExternCall, Kernel, Schedule, Step
 from minicompiler.ir.graph import Node
+from minicompiler.ir.ops import OPS
 from minicompiler.ir.printer import format_value
 from minicompiler.ir.symbolic import SymSize, size_code, symbol_of
 from minicompiler.layout import is_channels_last
@@ -40,7 +41,7 @@ from minicompiler.layout import is_channels_last
 # Extern ops whose result is always a fresh contiguous tensor. Any other extern (cat,
 # torch_call) may hand back another layout, while kernels read it as contiguous.
 CONTIGUOUS_EXTERNS = frozenset({"matmul", "addmm", "bmm", "clone", "reshape"})
-RESERVED = frozenset({"torch", "ops", "inputs", "call", "float", "channels_last_copy"})
+RESERVED = frozenset({"torch", "ops", "inputs", "call", "float", "channels_last_copy", "reinterpret_tensor"})
 GENERATED_NAME = re.compile(r"(const_|size|s)[0-9]+")
 IDENTIFIER = re.compile(r"(?<![.\w])[A-Za-z_]\w*")  # a name, not an attribute (ops.permute is no buffer)
 LITERALS = (type(None), bool, int, float, str, torch.dtype, torch.device)
@@ -109,8 +110,12 @@ def wrapper_source(schedule: Schedule, launch: Launch, dynamic: bool = False,
     for p in schedule.graph.inputs:  # read channels-last (layout.py): a weight's copy, made once
         if is_channels_last(p):
             lines.append(f"    {w.names[p]} = channels_last_copy({w.names[p]})")
-    blocks = [_kernel_lines(step, w, launch, dynamic) if isinstance(step, Kernel) else _call_lines(step, w)
-              for step in schedule.steps]
+    symbolic = not all(_static(node) for node in schedule.graph.nodes if node.meta is not None)
+    views = {} if dynamic or symbolic else direct_views(schedule)  # sizes known only at call time: torch's ops
+    blocks = [_kernel_lines(step, w, launch, dynamic) if isinstance(step, Kernel)
+              else _view_lines(step.node, views[step.node], w) if step.node in views
+              else _call_lines(step, w)
+              for step in _without_unread_views(schedule, views)]
     kept = set(_names_in(w.format(schedule.graph.outputs)))
     if not consume_inputs:  # the caller's list keeps them alive anyway: no `del` for them
         kept |= {w.names[n] for n in schedule.graph.inputs}
@@ -130,6 +135,72 @@ def _call_lines(step: Step, w: _Writer) -> list[str]:
         layout = "memory_format=torch.channels_last" if is_channels_last(node) else ""
         call += f".contiguous({layout})"
     return [f"    # {provenance_comment(node)}", f"    {w.names[node]} = {call}"]
+
+
+def direct_views(schedule: Schedule) -> dict[Node, tuple[Node, tuple[int, ...], tuple[int, ...], int]]:
+    """Views the wrapper makes in one step from the buffer they view: node -> (that buffer, sizes,
+    strides, offset into it). `x.reshape(...).permute(...)[0].reshape(...)` is four calls into
+    torch, a few microseconds each, and a model's wrapper makes hundreds of views per call; the
+    same view made at once from `x`'s memory is one cheap call (`reinterpret_tensor`, as
+    TorchInductor's wrappers do). Worked out here on data-less tensors, by running the view ops
+    themselves: a chain only qualifies if torch made a view (a reshape may copy) of sizes fixed
+    at compile time. Views the graph returns are left to torch's own ops, which record them as
+    views of their base for autograd."""
+    outputs = set(_nodes_in(schedule.graph.outputs))
+    aliases = {step.node for step in schedule.steps if isinstance(step, Alias)}
+    fakes: dict[Node, tuple[Node, torch.Tensor]] = {}  # node -> (the buffer it views, a fake of it)
+    views = {}
+    for node in (step.node for step in schedule.steps if isinstance(step, Alias)):
+        source = node.args[0]
+        if source not in fakes and source not in aliases:
+            fakes[source] = (source, source.meta.fake())
+        if source not in fakes:
+            continue
+        root, fake = fakes[source]
+        view = fake if node.op == "detach" else OPS[node.op].impl(fake, *node.args[1:], **node.kwargs)
+        root_fake = fakes[root][1]
+        if view is not root_fake and view._base is not root_fake:
+            fakes[node] = (node, view)  # a copy after all: a buffer of its own, views of it start here
+            continue
+        fakes[node] = (root, view)
+        if node not in outputs:
+            views[node] = (root, tuple(view.shape), tuple(view.stride()), view.storage_offset())
+    return views
+
+
+def _static(node: Node) -> bool:
+    return node.meta is not None and all(type(n) is int for n in node.meta.shape + node.meta.stride())
+
+
+def _view_lines(node: Node, view: tuple[Node, tuple[int, ...], tuple[int, ...], int], w: _Writer) -> list[str]:
+    root, sizes, strides, offset = view  # the offset counts from where the buffer starts (it may be a slice)
+    call = f"reinterpret_tensor({w.names[root]}, {w.format(sizes)}, {w.format(strides)}, {offset})"
+    return [f"    # {provenance_comment(node)}", f"    {w.names[node]} = {call}"]
+
+
+def _without_unread_views(schedule: Schedule, views: dict[Node, tuple]) -> list[Step]:
+    """The steps, less the views no step reads any more: the links of a chain whose end is now
+    made from the chain's buffer directly."""
+    read: set[Node] = set()
+    for step in schedule.steps:
+        if isinstance(step, Kernel):
+            read |= {b.node for b in step.inputs} | {b.into for b in step.outputs if b.into is not None}
+        elif step.node in views:
+            read.add(views[step.node][0])
+        else:
+            read |= set(_nodes_in((step.node.args, step.node.kwargs)))
+    return [step for step in schedule.steps if isinstance(step, Kernel) or step.node not in views
+            or step.node in read]
+
+
+def _nodes_in(value: Any) -> list[Node]:
+    if isinstance(value, Node):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [n for v in value for n in _nodes_in(v)]
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in _nodes_in(v)]
+    return []
 
 
 def _names_in(code: str) -> list[str]:
@@ -166,9 +237,10 @@ def _kernel_lines(kernel: Kernel, w: _Writer, launch: Launch, dynamic: bool) -> 
         shape = [size_code(size) for size in sizes.of_shape(buffer.shape)]  # numbers, size0, ... or s0
         shape_text = f"({shape[0]},)" if len(shape) == 1 else f"({', '.join(shape)})"
         dtype = format_value(buffer.dtype)
-        if buffer.node.meta.is_contiguous():
+        if dynamic and buffer.node.meta.is_contiguous():
             lines.append(f"    {w.names[buffer.node]} = torch.empty({shape_text}, dtype={dtype}{device})")
-        else:  # a view the kernel stores (a row value expanded over its row): laid out as that view
+        else:  # with its strides: a view the kernel stores (a row value expanded over its row) is laid
+            # out as that view; and torch.empty_strided is the cheaper call of the two
             strides = [size_code(stride) for stride in buffer.strides]
             strides_text = f"({strides[0]},)" if len(strides) == 1 else f"({', '.join(strides)})"
             lines.append(f"    {w.names[buffer.node]} = torch.empty_strided({shape_text}, {strides_text}, "

@@ -1,27 +1,29 @@
 """One generated function per cache entry: check its guards and fetch its graph's inputs.
 
 Checking guards one `Guard` object at a time costs a method call, a `try` and a loop step per
-guard, and the graph's inputs are then read a second time through their sources. A ResNet-18
-has ~460 guards (its modules' identities and `training` flags, every parameter's shape) and
-123 inputs: that loop cost more than a millisecond per call on a small CPU, more than the GPU
-needs for the whole model. TorchDynamo compiles its guards into one function (in C++ now);
-here the guards become one straight-line Python function per entry, printed for the learner:
+guard, and every guard walks its own path from the arguments again: `self.blocks.0.attn.weight`
+goes through four modules before its check. A ResNet-18 has ~460 guards (its modules'
+identities and `training` flags, every parameter's shape) and 123 inputs: that cost more than a
+millisecond per call on a small CPU, more than the GPU needs for the whole model. TorchDynamo
+compiles its guards into one function (in C++ now); here the guards become one straight-line
+Python function per entry, printed for the learner:
 
     def check_and_fetch(args, kwargs):
         try:
-            v0 = fetch_0(args, kwargs)  # self.training == False
-            if not holds_0(v0): return None
-            v1 = fetch_1(args, kwargs)  # x: float32[8, 64] contiguous cpu requires_grad=False
-            if not holds_1(v1): return None
+            s0 = c0._modules['blocks']  # self.blocks
+            if not (s0 is c1): return None  # id(self.blocks) == 140...
+            s1 = s0._modules['0']  # self.blocks.0
             ...
+            s7 = s1._parameters['weight']  # self.blocks.0.weight
+            if not holds_7(s7): return None  # self.blocks.0.weight: float32[8, 64] contiguous cpu ...
         except (AttributeError, IndexError, KeyError, TypeError):
             return None  # a value is not even there any more: a failed guard
-        return [v1, ...]  # the graph's inputs: each read once, by its own tensor guard
+        return [s7, ...]  # the graph's inputs, read by their guards
 
-A value a tensor guard has read is the input itself (the guard and the input share one
-getter), so it is not fetched again. The function answers what `first_failing_guard` answers
-(None exactly when some guard fails); which guard failed is asked of the Guard objects only
-when a call misses, to write the recompile reason.
+Each path is read once into a local (`s1`, the module `self.blocks.0`, serves every guard and
+input below it), simple checks are written inline, a tensor's check is one call. The function
+answers what `first_failing_guard` answers (None exactly when some guard fails); which guard
+failed is asked of the Guard objects only when a call misses, to write the recompile reason.
 """
 
 from __future__ import annotations
@@ -37,27 +39,65 @@ from minicompiler.capture.sources import Source
 CheckAndFetch = Callable[[tuple, dict], "list[torch.Tensor] | None"]
 
 
+class _Writer:
+    """The function's lines and namespace: a local per path read, a name per object referred to."""
+
+    def __init__(self) -> None:
+        self.lines = ["def check_and_fetch(args, kwargs):", "    try:"]
+        self.namespace: dict[str, Any] = {"torch": torch}
+        self.bound: dict[int, str] = {}  # id of an object -> its name in the namespace
+        self.local_of: dict[str, str] = {}  # code that reads a value -> the local holding it
+        self.read_by: dict[int, str] = {}  # id of a getter called as a function -> its local
+
+    def bind(self, value: Any) -> str:
+        if id(value) not in self.bound:
+            self.bound[id(value)] = name = f"c{len(self.bound)}"
+            self.namespace[name] = value
+        return self.bound[id(value)]
+
+    def read(self, source: Source) -> str:
+        """The local holding `source`'s value, reading it (and its parents first) if not yet read."""
+        if source.step is None or (source.parent is not None and source.parent.step is None):
+            return self.call(source.get, f"f{len(self.read_by)}", str(source))
+        parent = self.read(source.parent) if source.parent is not None else ""
+        code = source.code(parent, self.bind)
+        if code not in self.local_of:
+            self.local_of[code] = local = f"s{len(self.local_of)}"
+            self.emit(f"{local} = {code}", str(source))
+        return self.local_of[code]
+
+    def call(self, getter: Callable[[tuple, dict], Any], name: str, comment: str) -> str:
+        """A value read by calling its getter (one that cannot be written as code)."""
+        if id(getter) not in self.read_by:
+            self.read_by[id(getter)] = local = f"v{len(self.read_by)}"
+            self.namespace[name] = getter
+            self.emit(f"{local} = {name}(args, kwargs)", comment)
+        return self.read_by[id(getter)]
+
+    def check(self, number: int, guard: Guard) -> None:
+        value = self.read(guard.origin) if guard.origin is not None else self.call(
+            guard.fetch, f"fetch_{number}", guard.source)
+        if guard.check_code is not None:
+            condition = guard.check_code(value, self.bind)
+        else:
+            self.namespace[f"holds_{number}"] = guard.predicate
+            condition = f"holds_{number}({value})"
+        self.emit(f"if not ({condition}): return None", guard.description)
+
+    def emit(self, code: str, comment: str) -> None:
+        # a comment is one line whatever the text it quotes (a key may hold a newline)
+        self.lines.append(f"        {code}  # {' '.join(comment.splitlines())}")
+
+
 def guard_function(guards: Sequence[Guard], input_sources: Sequence[Source]) -> tuple[CheckAndFetch, str]:
     """(the generated function, its source text)."""
-    namespace: dict[str, Any] = {}
-    lines = ["def check_and_fetch(args, kwargs):", "    try:"]
-    read: dict[int, str] = {}  # id of a getter -> the local holding what it read
+    writer = _Writer()
     for number, guard in enumerate(guards):
-        namespace[f"fetch_{number}"], namespace[f"holds_{number}"] = guard.fetch, guard.predicate
-        comment = guard.description.replace("\n", " ")
-        lines.append(f"        v{number} = fetch_{number}(args, kwargs)  # {comment}")
-        lines.append(f"        if not holds_{number}(v{number}): return None")
-        read.setdefault(id(guard.fetch), f"v{number}")
-    values = []
-    for number, source in enumerate(input_sources):
-        if id(source.get) not in read:  # an input no guard reads (a fixed object's tensor, say)
-            namespace[f"input_{number}"] = source.get
-            lines.append(f"        i{number} = input_{number}(args, kwargs)  # {source.path}")
-            read[id(source.get)] = f"i{number}"
-        values.append(read[id(source.get)])
-    lines += ["    except (AttributeError, IndexError, KeyError, TypeError):",
-              "        return None  # a value is not even there any more: a failed guard",
-              f"    return [{', '.join(values)}]"]
-    text = "\n".join(lines) + "\n"
-    exec(compile(text, "<minicompiler guards>", "exec"), namespace)
-    return namespace["check_and_fetch"], text
+        writer.check(number, guard)
+    values = [writer.read(source) for source in input_sources]
+    writer.lines += ["    except (AttributeError, IndexError, KeyError, TypeError):",
+                     "        return None  # a value is not even there any more: a failed guard",
+                     f"    return [{', '.join(values)}]"]
+    text = "\n".join(writer.lines) + "\n"
+    exec(compile(text, "<minicompiler guards>", "exec"), writer.namespace)
+    return writer.namespace["check_and_fetch"], text

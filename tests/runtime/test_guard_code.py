@@ -76,3 +76,39 @@ def test_compiled_results_follow_changes_after_the_fast_path() -> None:
     torch.testing.assert_close(compiled(x), model(x))
     y = torch.randn(7, 6)
     torch.testing.assert_close(compiled(y), model(y))
+
+
+def test_each_path_is_read_once() -> None:
+    """`self.layers` serves every guard and input below it: it is read into one local, once."""
+    model = Net().eval()
+    compiled = minicompiler.compile(model, backend="eager")
+    compiled(torch.randn(4, 6))
+    text = _entry(compiled).check_source
+    assert text.count("._modules['layers']") == 1
+    assert text.count("._modules['0']") == 1  # layers.0: its weight and bias are read from one local
+
+
+class Odd(nn.Module):
+    """Names no Python identifier could be: they must reach the guard code as literals."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        setattr(self, "odd name\nwith a newline", 2.0)
+        self.table = {"key'\n\"": torch.randn(3), 1: torch.randn(3)}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * getattr(self, "odd name\nwith a newline") + self.table["key'\n\""] + self.table[1]
+
+
+def test_hostile_names_are_written_as_literals() -> None:
+    torch.manual_seed(0)
+    model = Odd()
+    compiled = minicompiler.compile(model)
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x), model(x))
+    entry = _entry(compiled)
+    assert entry.check_and_fetch((x,), {}) is not None
+    setattr(model, "odd name\nwith a newline", 3.0)  # the guard on it fails: recompiled, not stale
+    torch.testing.assert_close(compiled(x), model(x))
+    model.table["key'\n\""] = torch.randn(3)
+    torch.testing.assert_close(compiled(x), model(x))
