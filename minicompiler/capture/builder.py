@@ -48,7 +48,7 @@ from minicompiler.capture.objects import (
 from minicompiler.capture.records import BytecodeLog, TraceLog
 from minicompiler.capture.side_effects import SideEffects
 from minicompiler.capture.sources import Source
-from minicompiler.capture.tensor import TensorVariable
+from minicompiler.capture.tensor import TensorVariable, UnboundTensorMethodVariable, is_unbound_tensor_method
 from minicompiler.capture.torch_queries import check as _registers_torch_queries  # noqa: F401 (its tables)
 from minicompiler.capture.torch_views import needs_grad
 from minicompiler.capture.variables import (
@@ -192,6 +192,8 @@ class CaptureState:
             return NNModuleVariable(value, source)
         if is_builtin(value):
             return BuiltinVariable(value)
+        if is_unbound_tensor_method(value):  # before torch functions: torch._tensor holds some
+            return UnboundTensorMethodVariable(value)
         if is_torch_function(value):
             return TorchFunctionVariable(value)
         if isinstance(value, types.FunctionType):

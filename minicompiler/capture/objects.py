@@ -412,6 +412,11 @@ def _check_no_hooks(module: nn.Module, where: str) -> None:
         raise Unsupported(f"the module {where} has hooks, which capture does not run yet")
 
 
+# torch functions written in Python with torch ops, read by capture as user code is: then the ops
+# they call are lowered one by one (torch.signal.windows.hann is a cosine of an arange)
+TRACED_TORCH_MODULES = ("torch.signal.windows",)
+
+
 def is_torch_function(value: Any) -> bool:
     """torch.cos, F.gelu, torch.nn.functional.layer_norm, torch.special.erf, ..."""
     if not isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
@@ -419,5 +424,6 @@ def is_torch_function(value: Any) -> bool:
     module = getattr(value, "__module__", None) or ""
     if module.startswith("torch.testing") and value.__name__ == "<lambda>":
         return False  # OpInfo's `lambda x: x.double()` is plain Python naming a method: capture reads it
+    if module.startswith(TRACED_TORCH_MODULES):
+        return False
     return module == "torch" or (module.startswith("torch.") and not module.startswith("torch.nn.modules"))
-

@@ -16,7 +16,7 @@ import torch
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.numpy_ops import mark_numpy, numpy_attribute, numpy_method
 from minicompiler.capture.torch_ops import TENSOR_METHODS, TORCH_FUNCTIONS, InPlace, Lowering, Updates, extern
-from minicompiler.capture.torch_views import TENSOR_PROPERTIES, index, select
+from minicompiler.capture.torch_views import TENSOR_PROPERTIES, index, needs_grad, select
 from minicompiler.capture.variables import (
     ConstantVariable,
     DictVariable,
@@ -63,6 +63,8 @@ class TensorVariable(Variable):
             return attribute
         if name in TENSOR_PROPERTIES:
             return apply_lowering(tx, TENSOR_PROPERTIES[name], f"Tensor.{name}", [self], {})
+        if name == "requires_grad" and not needs_grad(self.node):
+            return ConstantVariable(False)  # made from no input that requires grad: known now
         if name in ("grad", "data", "grad_fn", "requires_grad", "is_leaf"):
             raise Unsupported(f"reading Tensor.{name} (autograd state) inside the function")
         if not callable(getattr(torch.Tensor, name, None)):
@@ -96,6 +98,38 @@ class TensorVariable(Variable):
         if mask is None or mask.dtype != torch.bool or mask.shape != self.node.meta.shape:
             raise Unsupported("assigning into a tensor (`x[key] = value`) other than through a boolean mask")
         apply_lowering(tx, _masked_fill, "x[mask] = value", [self, key, value], {})
+
+
+class UnboundTensorMethodVariable(Variable):
+    """`torch.Tensor.add` or `torch.Tensor.__radd__`, called with the tensor first:
+    `torch.Tensor.__radd__(x, 1)` is `x.__radd__(1)`, so the call goes to the tensor's method."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn, self.name = fn, fn.__name__
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def describe(self) -> str:
+        return f"the method torch.Tensor.{self.name}"
+
+    def as_python(self) -> Any:
+        return self.fn
+
+    def call(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if not args or not isinstance(args[0], TensorVariable):
+            raise Unsupported(f"torch.Tensor.{self.name} called without a tensor first")
+        return args[0].call_method(tx, self.name, args[1:], kwargs)
+
+
+def is_unbound_tensor_method(value: Any) -> bool:
+    """torch.Tensor's own methods: C ones (`__radd__`, `add`) and those torch writes in Python
+    (`__rsub__`, in torch/_tensor.py, whose module would otherwise make them look like torch.*
+    functions). Properties and classes are not methods."""
+    name = getattr(value, "__name__", None)
+    if not callable(value) or isinstance(value, type) or not isinstance(name, str):
+        return False
+    return getattr(torch.Tensor, name, None) is value or getattr(torch._C.TensorBase, name, None) is value
 
 
 def method_lowering(name: str) -> Lowering | None:

@@ -47,6 +47,23 @@ lowers(torch.sgn, methods=["sgn"])(  # sign for real numbers
     lambda g, x: g.call("sign", x) if not x.meta.dtype.is_complex else extern(g, torch.sgn, x))
 
 
+@lowers(torch.isclose, methods=["isclose"])
+def isclose(g: Graph, a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Node:
+    # a == b, or |a - b| <= atol + |rtol * b| with |a - b| finite (inf == inf is close, inf vs 1e38 is not)
+    if not (isinstance(a, Node) and isinstance(b, Node) and a.meta.dtype == b.meta.dtype
+            and a.meta.dtype.is_floating_point):
+        return extern(g, torch.isclose, a, b, rtol, atol, equal_nan)
+    close = g.call("eq", a, b)
+    if equal_nan:
+        close = g.call("logical_or", close, g.call("logical_and", g.call("isnan", a), g.call("isnan", b)))
+    if rtol == 0 and atol == 0:
+        return close
+    allowed = g.call("add", g.call("abs", g.call("mul", b, rtol)), atol)
+    error = g.call("abs", g.call("sub", a, b))
+    within = g.call("logical_and", g.call("isfinite", error), g.call("le", error, allowed))
+    return g.call("logical_or", close, within)
+
+
 # inverse trigonometry, erfc, signbit: primitives; atan2 and fmod too (tensor first)
 for _name, _aliases in {"asin": ["arcsin"], "acos": ["arccos"], "atan": ["arctan"], "asinh": ["arcsinh"],
                         "acosh": ["arccosh"], "atanh": ["arctanh"], "erfc": [], "signbit": []}.items():
@@ -133,6 +150,21 @@ lowers(torch.triu, methods=["triu"])(_triangle("triu"))
 def rsub(g: Graph, x: Node, other: Any, alpha: float = 1) -> Node:
     # other - alpha * x
     return g.call("add", g.call("mul", x, -alpha), other)
+
+
+# Reflected operators: Python calls x.__rsub__(1) for `1 - x`; each is written as torch writes it
+# (torch/_tensor.py), so `__rdiv__` is reciprocal(x) * other, rounding included.
+def _reflected(fn: Any) -> Lowering:
+    return lambda g, x, other: TORCH_FUNCTIONS[fn](g, other, x)
+
+
+lowers(methods=["__radd__"])(lambda g, x, other: g.call("add", x, other))
+lowers(methods=["__rmul__"])(lambda g, x, other: g.call("mul", x, other))
+lowers(methods=["__rsub__"])(lambda g, x, other: rsub(g, x, other))
+lowers(methods=["__rdiv__", "__rtruediv__"])(lambda g, x, other: g.call("mul", g.call("reciprocal", x), other))
+lowers(methods=["__rpow__"])(_reflected(torch.pow))
+lowers(methods=["__rmod__"])(_reflected(torch.remainder))
+lowers(methods=["__rmatmul__"])(_reflected(torch.matmul))
 
 
 @lowers(F.threshold)
@@ -262,13 +294,17 @@ for _name in ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "soft_margi
     lowers(getattr(F, _name))(_loss(_name, getattr(F, _name)))
 
 
-# --- products and gates written with views and element-wise ops ---------------------------
-@lowers(torch.outer, torch.ger, methods=["outer", "ger"])
-def outer(g: Graph, a: Any, b: Any) -> Node:
-    # a[i] * b[j]: a column times a row, broadcast
-    if not (isinstance(a, Node) and isinstance(b, Node) and a.meta.ndim == b.meta.ndim == 1):
-        return extern(g, torch.outer, a, b)
-    return g.call("mul", g.call("reshape", a, (a.meta.shape[0], 1)), g.call("reshape", b, (1, b.meta.shape[0])))
+# --- gates and normalisations written with views and element-wise ops ----------------------
+@lowers(F.prelu)
+def prelu(g: Graph, x: Any, weight: Any) -> Node:
+    # x where x > 0, else weight * x, with one weight for all or one per channel (dim 1)
+    one_per_channel = isinstance(weight, Node) and weight.meta.ndim == 1 and x.meta.ndim >= 2 and \
+        weight.meta.shape[0] == x.meta.shape[1]
+    if not (isinstance(weight, Node) and x.meta.dtype.is_floating_point and weight.meta.ndim <= 1
+            and (weight.meta.numel == 1 or one_per_channel)):
+        return extern(g, F.prelu, x, weight)  # (torch raises on a weight of the wrong size)
+    shape = (1, x.meta.shape[1]) + (1,) * (x.meta.ndim - 2) if one_per_channel else ()
+    return g.call("where", g.call("gt", x, 0), x, g.call("mul", x, g.call("reshape", weight, shape)))
 
 
 @lowers(F.glu)

@@ -10,11 +10,13 @@ its shape and dtype), anything else is a plain Python value.
     def mean(g, x, dim=None, keepdim=False, *, dtype=None): ...
 
 registers `torch.mean(x, ...)` and `x.mean(...)` at once. Shape, view and indexing
-lowerings live in `torch_views.py`; `dispatch.py` looks both tables up.
+lowerings live in `torch_views.py`, new tensors in `torch_factories.py`, formulas in
+`torch_formulas.py` and products in `torch_products.py`; they all fill the two tables here.
 """
 
 from __future__ import annotations
 
+import math
 from collections import namedtuple
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -25,7 +27,6 @@ import torch.nn.functional as F
 
 from minicompiler.capture.errors import Unsupported
 from minicompiler.ir import Graph, Node
-from minicompiler.ir.symbolic import SymSize
 
 Lowering = Callable[..., Any]
 TORCH_FUNCTIONS: dict[Callable[..., Any], Lowering] = {}  # torch.cos -> lowering
@@ -319,10 +320,7 @@ def batch_norm(g: Graph, x: Node, running_mean: Node | None, running_var: Node |
     var = g.call("var", x, dims, 0, False)  # (C,), biased: what the normalisation divides by
     y = g.call("mul", g.call("sub", x, g.call("reshape", mean, per_channel)),
                g.call("rsqrt", g.call("add", g.call("reshape", var, per_channel), eps)))
-    if weight is not None:
-        y = g.call("mul", y, g.call("reshape", weight, per_channel))
-    if bias is not None:
-        y = g.call("add", y, g.call("reshape", bias, per_channel))
+    y = _per_channel_affine(g, y, weight, bias)
     n = x.meta.numel // channels
     if n <= 1 and running_var is not None:
         raise Unsupported("batch_norm in training mode needs more than one value per channel")
@@ -336,6 +334,55 @@ def batch_norm(g: Graph, x: Node, running_mean: Node | None, running_var: Node |
     return Updates(y, updates)
 
 
+def _per_channel_affine(g: Graph, y: Node, weight: Node | None, bias: Node | None) -> Node:
+    """y * weight + bias, one weight and one bias per channel (dim 1 of y)."""
+    per_channel = (1, y.meta.shape[1]) + (1,) * (y.meta.ndim - 2)  # [C] -> broadcastable against y
+    if weight is not None:
+        y = g.call("mul", y, g.call("reshape", weight, per_channel))
+    if bias is not None:
+        y = g.call("add", y, g.call("reshape", bias, per_channel))
+    return y
+
+
+@lowers(F.group_norm)
+def group_norm(g: Graph, x: Node, num_groups: int, weight: Any = None, bias: Any = None, eps: float = 1e-5) -> Node:
+    # each sample's channels split into groups, each group normalised over its channels and
+    # positions (a layer_norm of (N, groups, rest)), then one weight and bias per channel
+    sizes_known = x.meta.ndim >= 2 and all(isinstance(s, int) for s in x.meta.shape)
+    if not sizes_known or x.meta.shape[1] % num_groups:
+        return extern(g, F.group_norm, x, num_groups, weight, bias, eps)  # (torch raises on groups that do not divide)
+    n, channels, *positions = x.meta.shape
+    groups = g.call("reshape", x, (n, num_groups, channels // num_groups * math.prod(positions)))
+    normed = g.call("layer_norm", groups, (groups.meta.shape[2],), None, None, eps)
+    return _per_channel_affine(g, g.call("reshape", normed, x.meta.shape), weight, bias)
+
+
+@lowers(F.instance_norm)
+def instance_norm(g: Graph, x: Node, running_mean: Any = None, running_var: Any = None, weight: Any = None,
+                  bias: Any = None, use_input_stats: bool = True, momentum: Any = 0.1, eps: float = 1e-5) -> Any:
+    """Each sample's channel normalised over its positions; each running statistic (if given)
+    updated with the batch's average of the samples' statistics, as torch does."""
+    count = x.meta.numel // max(1, math.prod(x.meta.shape[:2])) if x.meta.ndim >= 3 else 0
+    if not use_input_stats or count <= 1:  # (torch raises on one value per channel; none is empty)
+        return extern(g, F.instance_norm, x, running_mean, running_var, weight, bias, use_input_stats,
+                      momentum, eps)
+    dims = tuple(range(2, x.meta.ndim))
+    mean, var = g.call("mean", x, dims, True), g.call("var", x, dims, 0, True)  # (N, C, 1, ...), var biased
+    y = _per_channel_affine(g, g.call("mul", g.call("sub", x, mean), g.call("rsqrt", g.call("add", var, eps))),
+                            weight, bias)
+
+    def batch_average(statistic: Node) -> Node:  # (N, C, 1, ...) -> (C,); bookkeeping, so no gradient
+        return g.call("mean", g.call("detach", g.call("reshape", statistic, x.meta.shape[:2])), (0,), False)
+
+    updates = {}
+    if running_mean is not None:
+        updates[running_mean] = g.call("lerp", running_mean, batch_average(mean), momentum)
+    if running_var is not None:  # the running variance is the unbiased one
+        updates[running_var] = g.call("lerp", running_var, g.call("mul", batch_average(var), count / (count - 1)),
+                                      momentum)
+    return Updates(y, updates)
+
+
 lowers(F.linear)(lambda g, x, weight, bias=None: g.call("linear", x, weight, bias))
 lowers(torch.matmul, torch.mm, methods=["matmul", "mm"])(lambda g, x, other: g.call("matmul", x, other))
 lowers(torch.bmm, methods=["bmm"])(lambda g, x, mat2: g.call("bmm", x, mat2))
@@ -346,52 +393,3 @@ def addmm(g: Graph, x: Node, mat1: Node, mat2: Node, *, beta: Any = 1, alpha: An
     if (beta, alpha) != (1, 1):
         return extern(g, torch.addmm, x, mat1, mat2, beta=beta, alpha=alpha)
     return g.call("addmm", x, mat1, mat2)
-
-
-# --- new tensors -------------------------------------------------------------------------
-def _size(size: tuple[Any, ...]) -> tuple[int, ...]:
-    """zeros(2, 3) and zeros((2, 3)) alike."""
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = tuple(size[0])
-    return tuple(s if isinstance(s, SymSize) else int(s) for s in size)  # symbolic sizes stay symbols
-
-
-def _full(g: Graph, shape: tuple[int, ...], value: Any, dtype: Any, device: Any) -> Node:
-    if dtype is None:  # torch infers it from the fill value: 1 -> int64, 1.0 -> float32
-        dtype = torch.full((), value, device="meta").dtype
-    return g.call("full", shape, value, dtype, device=torch.device(device or torch.get_default_device()))
-
-
-def _no_grad(requires_grad: bool) -> None:
-    if requires_grad:
-        raise Unsupported("creating a tensor with requires_grad=True inside the function")
-
-
-def _factory(value: Any) -> Lowering:
-    def lowering(g: Graph, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
-                 layout: Any = None, pin_memory: bool = False) -> Node:
-        _no_grad(requires_grad)
-        return _full(g, _size(size), value, dtype or torch.get_default_dtype(), device)
-
-    return lowering
-
-
-def _factory_like(value: Any) -> Lowering:
-    def lowering(g: Graph, x: Node, *, dtype: Any = None, device: Any = None, requires_grad: bool = False,
-                 layout: Any = None, pin_memory: bool = False, memory_format: Any = None) -> Node:
-        _no_grad(requires_grad)
-        return _full(g, x.meta.shape, value, dtype or x.meta.dtype, device or x.meta.device)
-
-    return lowering
-
-
-lowers(torch.zeros)(_factory(0))
-lowers(torch.empty)(_factory(0))  # any value is a correct `empty`; zeros keeps runs reproducible
-lowers(torch.ones)(_factory(1))
-lowers(torch.zeros_like, torch.empty_like)(_factory_like(0))
-lowers(torch.ones_like)(_factory_like(1))
-lowers(torch.zero_, methods=["zero_"])(lambda g, x: InPlace(_full(g, x.meta.shape, 0, x.meta.dtype, x.meta.device)))
-lowers(torch.full)(lambda g, size, fill_value, *, dtype=None, device=None: _full(
-    g, _size((size,)), fill_value, dtype, device))
-lowers(torch.full_like)(lambda g, x, fill_value, *, dtype=None, device=None: _full(
-    g, x.meta.shape, fill_value, dtype or x.meta.dtype, device or x.meta.device))

@@ -125,6 +125,43 @@ def expand(g: Graph, x: Node, *sizes: Any) -> Node:
 
 
 lowers(methods=["expand_as"])(lambda g, x, other: expand(g, x, other.meta.shape))
+lowers(torch.broadcast_to, methods=["broadcast_to"])(lambda g, x, size: expand(g, x, size))
+lowers(torch.ravel, methods=["ravel"])(lambda g, x: flatten(g, x))
+
+
+@lowers(torch.movedim, torch.moveaxis, methods=["movedim", "moveaxis"])
+def movedim(g: Graph, x: Node, source: Any, destination: Any) -> Node:
+    # the dims in `source` go to the places in `destination`; the others keep their order
+    ndim = x.meta.ndim
+    sources = [norm_dim(d, ndim) for d in ((source,) if isinstance(source, int) else source)]
+    places = [norm_dim(d, ndim) for d in ((destination,) if isinstance(destination, int) else destination)]
+    rest = iter(d for d in range(ndim) if d not in sources)
+    moved = dict(zip(places, sources, strict=True))
+    return permute(g, x, *(moved[p] if p in moved else next(rest) for p in range(ndim)))
+
+
+def _at_least(ndim: int) -> Lowering:
+    """atleast_1d/2d/3d: size-1 dims added where torch adds them, to one tensor or to each of several."""
+    def one(g: Graph, x: Node) -> Node:
+        shape = x.meta.shape
+        if len(shape) >= ndim:
+            return x
+        if ndim == 3 and len(shape) == 2:  # (m, n) -> (m, n, 1)
+            return reshape(g, x, (*shape, 1))
+        if ndim == 3 and len(shape) == 1:  # (n,) -> (1, n, 1)
+            return reshape(g, x, (1, *shape, 1))
+        return reshape(g, x, (1,) * (ndim - len(shape)) + shape)  # () -> (1, ...), (n,) -> (1, n)
+
+    def lowering(g: Graph, *tensors: Any) -> Any:
+        if len(tensors) == 1 and isinstance(tensors[0], list | tuple):
+            return tuple(one(g, x) for x in tensors[0])
+        return one(g, tensors[0]) if len(tensors) == 1 else tuple(one(g, x) for x in tensors)
+
+    return lowering
+
+
+for _ndim in (1, 2, 3):
+    lowers(getattr(torch, f"atleast_{_ndim}d"))(_at_least(_ndim))
 lowers(methods=["contiguous"])(lambda g, x, memory_format=None: g.call("contiguous", x))
 lowers(torch.clone, methods=["clone"])(lambda g, x, memory_format=None: g.call("clone", x))
 @lowers(torch.detach, methods=["detach"])

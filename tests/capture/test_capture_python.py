@@ -227,3 +227,27 @@ def test_tensor_methods_that_take_dims_as_separate_arguments(check) -> None:
 
     result = check(fn, lambda: (torch.randn(3, 4),))
     assert not result.resume
+
+
+def test_tensor_methods_called_through_the_class(check) -> None:
+    """torch.Tensor.__rsub__(x, 2) is x.__rsub__(2), which is 2 - x (Python's `2 - x`): the
+    reflected operators, C ones (`__radd__`) and those torch writes in Python (`__rsub__`), and
+    plain methods (`torch.Tensor.add`) are captured, not a graph break."""
+    def fn(x, y):
+        return (torch.Tensor.__rsub__(x, 2), torch.Tensor.__radd__(x, 1.5), torch.Tensor.__rdiv__(x, 3),
+                torch.Tensor.__rpow__(x, 2.0), torch.Tensor.__rmod__(x, 1.5), torch.Tensor.__rmatmul__(x, y),
+                torch.Tensor.add(x, y.sum()))
+
+    result = check(fn, lambda: (torch.randn(4, 3), torch.randn(5, 4)))
+    assert not result.resume
+
+
+def test_requires_grad_of_a_tensor_made_inside(check) -> None:
+    """A tensor made from no input that requires grad does not require grad: known at capture
+    (torch.signal.windows reads it)."""
+    def fn(x):
+        k = torch.arange(4, dtype=x.dtype)
+        return x * k if not k.requires_grad else x
+
+    result = check(fn, lambda: (torch.randn(3, 4),))
+    assert not result.resume

@@ -1,0 +1,124 @@
+"""Products of vectors written as a multiply and a sum: dot, inner, mv, outer, addr, trace and
+cosine_similarity. Each is a short reduction, so it becomes a generated kernel (fused with what
+reads it) rather than a BLAS call; matmul and friends, where BLAS wins, stay extern (matmul.py).
+
+Same conventions as `torch_ops.py`. Integer and complex products stay whole (torch keeps their
+dtypes, which a sum would widen), and float16/bfloat16 products are summed in float32, as
+torch's kernels accumulate them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from minicompiler.capture.torch_formulas import vector_norm
+from minicompiler.capture.torch_ops import Lowering, extern, lowers, norm_dim
+from minicompiler.ir import Graph, Node
+
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def _real_floats(*values: Any) -> bool:
+    return all(isinstance(v, Node) and v.meta.dtype.is_floating_point for v in values)
+
+
+def _sum_of_products(g: Graph, a: Node, b: Node, dim: int) -> Node:
+    """sum(a * b) along `dim` (of their broadcast shape), in float32 for float16/bfloat16."""
+    dtype = torch.promote_types(a.meta.dtype, b.meta.dtype)
+    if dtype in LOW_PRECISION:
+        a, b = g.call("convert", a, torch.float32), g.call("convert", b, torch.float32)
+    total = g.call("sum", g.call("mul", a, b), (dim,), False)
+    return g.call("convert", total, dtype) if dtype in LOW_PRECISION else total
+
+
+def _column(g: Graph, v: Node) -> Node:
+    return g.call("reshape", v, (v.meta.shape[0], 1))  # (n,) -> (n, 1)
+
+
+def _dot(fn: Any) -> Lowering:
+    def lowering(g: Graph, a: Any, b: Any) -> Node:
+        # sum(a[i] * b[i]); vdot conjugates a first, which leaves a real number as it is
+        if not (_real_floats(a, b) and a.meta.dtype == b.meta.dtype and a.meta.ndim == b.meta.ndim == 1):
+            return extern(g, fn, a, b)
+        return _sum_of_products(g, a, b, 0)
+
+    return lowering
+
+
+lowers(torch.dot, methods=["dot"])(_dot(torch.dot))
+lowers(torch.vdot, methods=["vdot"])(_dot(torch.vdot))
+
+
+@lowers(torch.inner, methods=["inner"])
+def inner(g: Graph, a: Any, b: Any) -> Node:
+    # sum over the last dim of both: result[i..., j...] = sum(a[i..., k] * b[j..., k])
+    if not _real_floats(a, b):
+        return extern(g, torch.inner, a, b)
+    if a.meta.ndim == 0 or b.meta.ndim == 0:  # a number times a tensor
+        return g.call("mul", a, b)
+    *rows, k = a.meta.shape
+    # a: (*rows, 1, ..., 1, k) against b: (*cols, k) -> (*rows, *cols, k)
+    a = g.call("reshape", a, (*rows, *(1,) * (b.meta.ndim - 1), k))
+    return _sum_of_products(g, a, b, len(rows) + b.meta.ndim - 1)
+
+
+@lowers(torch.mv, methods=["mv"])
+def mv(g: Graph, matrix: Any, v: Any) -> Node:
+    # sum(matrix[i, k] * v[k]) over k
+    if not (_real_floats(matrix, v) and matrix.meta.dtype == v.meta.dtype and matrix.meta.ndim == 2):
+        return extern(g, torch.mv, matrix, v)
+    return _sum_of_products(g, matrix, v, 1)
+
+
+@lowers(torch.outer, torch.ger, methods=["outer", "ger"])
+def outer(g: Graph, a: Any, b: Any) -> Node:
+    # a[i] * b[j]: a column times a row, broadcast
+    if not (isinstance(a, Node) and isinstance(b, Node) and a.meta.ndim == b.meta.ndim == 1):
+        return extern(g, torch.outer, a, b)
+    return g.call("mul", _column(g, a), g.call("reshape", b, (1, b.meta.shape[0])))
+
+
+@lowers(torch.addr, methods=["addr"])
+def addr(g: Graph, x: Any, v1: Any, v2: Any, *, beta: Any = 1, alpha: Any = 1) -> Node:
+    # beta * x + alpha * v1[i] * v2[j]; with beta == 0, x is not read (its NaNs do not show), as torch
+    if not (_real_floats(x, v1, v2) and v1.meta.ndim == v2.meta.ndim == 1):
+        return extern(g, torch.addr, x, v1, v2, beta=beta, alpha=alpha)
+    scaled = _column(g, v1) if alpha == 1 else g.call("mul", _column(g, v1), alpha)
+    product = g.call("mul", scaled, g.call("reshape", v2, (1, v2.meta.shape[0])))
+    if beta == 0:
+        return g.call("convert", product, torch.promote_types(x.meta.dtype, product.meta.dtype))
+    return g.call("add", x if beta == 1 else g.call("mul", x, beta), product)
+
+
+@lowers(torch.trace, methods=["trace"])
+def trace(g: Graph, x: Any) -> Node:
+    # the sum of the diagonal: x where row == column, 0 elsewhere, summed
+    if not _real_floats(x) or x.meta.ndim != 2:
+        return extern(g, torch.trace, x)
+    rows, cols = x.meta.shape
+    row = g.call("iota", (rows, 1), 0, torch.int64, x.meta.device)
+    col = g.call("iota", (1, cols), 1, torch.int64, x.meta.device)
+    return g.call("sum", g.call("where", g.call("eq", row, col), x, 0), (0, 1), False)
+
+
+@lowers(F.cosine_similarity, torch.cosine_similarity)
+def cosine_similarity(g: Graph, x1: Any, x2: Any, dim: int = 1, eps: float = 1e-8) -> Node:
+    # sum(x1 / ||x1|| * x2 / ||x2||) along dim, each norm at least eps: torch divides first, which
+    # keeps the result within [-1, 1]
+    if not _real_floats(x1, x2) or x1.meta.dtype != x2.meta.dtype:
+        return extern(g, F.cosine_similarity, x1, x2, dim, eps)
+    shape = torch.broadcast_shapes(x1.meta.shape, x2.meta.shape)
+    dim = norm_dim(dim, len(shape))
+    x1, x2 = g.call("expand", x1, shape), g.call("expand", x2, shape)
+    return g.call("sum", g.call("mul", _over_norm(g, x1, dim, eps), _over_norm(g, x2, dim, eps)), (dim,), False)
+
+
+def _over_norm(g: Graph, x: Node, dim: int, eps: float) -> Node:
+    """x / max(||x||, eps) along dim. torch clamps the norm under no_grad, so its gradient is the
+    norm's own even where the clamp applies: norm + detach(clamped - norm) has that value and that gradient."""
+    norm = vector_norm(g, x, 2, dim, True)
+    clamped = g.call("add", norm, g.call("detach", g.call("sub", g.call("maximum", norm, eps), norm)))
+    return g.call("div", x, clamped)
