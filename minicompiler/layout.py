@@ -77,6 +77,29 @@ def _follow_torch(graph: Graph, wanted: set[Node], every_convolution: bool = Fal
 # channels-last by the kernels that write them; and the graph's outputs get eager's layout back.
 
 
+# TorchInductor's rule of thumb: a graph with fewer than one convolution per 300 nodes is not
+# worth it. A ViT has one (its patch embedding) among hundreds of attention and MLP nodes: the
+# copies in and out of channels-last cost more than the convolution saves, and on the H100 its
+# channels-last cuDNN kernel was a TF32 one where eager's row-major one was not (1.5e-3 from
+# eager's result instead of 1e-5).
+NODES_PER_CONVOLUTION = 300
+
+
+def worth_channels_last(graph: Graph) -> bool:
+    """Whether the layout optimization pays on `graph`: it has convolutions, not too few of them."""
+    convolutions = len(_convolutions(graph))
+    return convolutions > 0 and len(graph.nodes) < NODES_PER_CONVOLUTION * convolutions
+
+
+def too_few_convolutions(graph: Graph) -> list[str]:
+    """The report's note when a graph has convolutions but too few for the optimization."""
+    convolutions = len(_convolutions(graph))
+    if convolutions == 0 or worth_channels_last(graph):
+        return []
+    return [f"layout optimization skipped: {convolutions} convolution(s) in {len(graph.nodes)} nodes, fewer "
+            f"than one per {NODES_PER_CONVOLUTION} (channels-last copies would cost more than they save)"]
+
+
 def _convolutions(graph: Graph) -> list[Node]:
     return [n for n in graph.compute_nodes() if n.op == "torch_call" and n.args[0] in CONVOLUTIONS
             and _concrete_4d(n)]

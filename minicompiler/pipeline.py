@@ -37,7 +37,7 @@ from minicompiler.decompose import decompose
 from minicompiler.fuse import fuse
 from minicompiler.ir import Graph, Node, graph_to_python, run_graph
 from minicompiler.ir.symbolic import size_code
-from minicompiler.layout import assign_layouts, follow_saved_layouts
+from minicompiler.layout import assign_layouts, follow_saved_layouts, too_few_convolutions, worth_channels_last
 from minicompiler.replace import PASSES as REPLACE_PASSES
 from minicompiler.report import CompileReport, GraphReport, StageRecord
 from minicompiler.reporting import describe_fusion, describe_kernels, describe_schedule, node_lines
@@ -211,9 +211,11 @@ class CompiledGraph:
         report = self.report
         start = time.perf_counter()
         on_cuda = any(p.meta is not None and p.meta.device.type == "cuda" for p in graph.inputs)
-        convolutions_channels_last = on_cuda if self.channels_last is None else self.channels_last
+        automatic = on_cuda and self.channels_last is None  # on by default on CUDA, where it pays
+        convolutions_channels_last = worth_channels_last(graph) if automatic else bool(self.channels_last)
         # channels-last kept where torch keeps it (and, optimizing, for convolutions); a step only if any
-        if notes := assign_layouts(graph, convolutions_channels_last, keep_last):
+        notes = too_few_convolutions(graph) if automatic else []
+        if notes := notes + assign_layouts(graph, convolutions_channels_last, keep_last):
             report.stages.append(StageRecord("layout" + stage_suffix, time.perf_counter() - start, "\n".join(notes),
                                              language="text"))
         schedule, record = _timed(report, "fuse" + stage_suffix, lambda: fuse(graph, written_back))
@@ -305,7 +307,8 @@ def compile_graph(
     cuda_graphs: replay the generated programs from CUDA graphs (mode="reduce-overhead").
     autotune: time Triton launch configs on the first call of each program (mode="max-autotune").
     written_back: the graph's last outputs are new values of the inputs at these positions.
-    channels_last: run convolutions channels-last (layout.py); None: on CUDA only.
+    channels_last: run convolutions channels-last (layout.py); None: on CUDA, for a graph with enough
+    convolutions (layout.worth_channels_last).
     If code generation fails, `strict` re-raises the CodegenError; otherwise the graph runs with
     torch ops and the report says why."""
     report = GraphReport(backend)

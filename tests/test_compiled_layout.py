@@ -158,3 +158,41 @@ def test_layout_optimization_training_gradients_equal_eager() -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_layout_optimization_on_by_default_on_cuda() -> None:
     check_optimized_layout("cuda", None)
+
+
+def one_convolution_among_many_ops(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """A ViT's shape: one convolution (the patch embedding), then hundreds of other ops."""
+    y = torch.nn.functional.conv2d(x, weight, stride=4)
+    for _ in range(110):
+        y = torch.relu(y * 1.5 - 0.25)
+    return y
+
+
+def _captured(fn, *args):  # noqa: ANN001, ANN202 - a test helper
+    from minicompiler.capture import capture
+
+    return capture(fn, args, {}).graph
+
+
+def test_layout_optimization_is_worth_it_only_with_enough_convolutions() -> None:
+    """TorchInductor's rule of thumb: fewer than one convolution per 300 nodes, no conversion."""
+    from minicompiler.layout import NODES_PER_CONVOLUTION, too_few_convolutions, worth_channels_last
+
+    x, weight = torch.randn(2, 3, 16, 16), torch.randn(8, 3, 4, 4)
+    vit_like = _captured(one_convolution_among_many_ops, x, weight)
+    assert len(vit_like.nodes) >= NODES_PER_CONVOLUTION and not worth_channels_last(vit_like)
+    assert "layout optimization skipped: 1 convolution(s)" in too_few_convolutions(vit_like)[0]
+    cnn = _captured(row_major_net("cpu").eval(), torch.randn(2, 3, 9, 11))
+    assert worth_channels_last(cnn) and too_few_convolutions(cnn) == []
+    no_convolution = _captured(lambda x: x.sin(), x)
+    assert not worth_channels_last(no_convolution) and too_few_convolutions(no_convolution) == []
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_one_convolution_among_many_ops_stays_row_major_on_cuda() -> None:
+    x, weight = torch.randn(2, 3, 16, 16, device="cuda"), torch.randn(8, 3, 4, 4, device="cuda")
+    compiled = minicompiler.compile(one_convolution_among_many_ops)
+    torch.testing.assert_close(compiled(x, weight), one_convolution_among_many_ops(x, weight))
+    graph = compiled.report.graphs[0]
+    assert "layout optimization skipped" in graph.stage("layout").text
+    assert "channels_last_copy(" not in graph.stage("codegen").text
