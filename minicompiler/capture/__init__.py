@@ -8,7 +8,13 @@ A symbolic interpreter of CPython bytecode (TorchDynamo's job, in miniature). Re
 and `concrete.py` (running the breaking instruction for real).
 """
 
-from minicompiler.capture import torch_factories, torch_formulas, torch_products  # noqa: F401  (fill the tables)
+from minicompiler.capture import (  # noqa: F401  (fill the tables)
+    torch_factories,
+    torch_formulas,
+    torch_losses,
+    torch_masked,
+    torch_products,
+)
 from minicompiler.capture.api import CaptureResult, capture, capture_resume
 from minicompiler.capture.concrete import RealFrame, run_instruction
 from minicompiler.capture.errors import Unsupported, break_kind

@@ -10,6 +10,7 @@ matrix norm) stays whole: an extern call, run by torch.
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Any
 
 import torch
@@ -46,6 +47,21 @@ lowers(torch.positive, methods=["positive"])(lambda g, x: x)  # +x is x itself
 lowers(torch.sgn, methods=["sgn"])(  # sign for real numbers
     lambda g, x: g.call("sign", x) if not x.meta.dtype.is_complex else extern(g, torch.sgn, x))
 
+
+# a real tensor is its own real part, and real everywhere (NaN included); complex ones stay whole
+lowers(torch.real)(lambda g, x: x if not x.meta.dtype.is_complex else extern(g, torch.real, x))
+lowers(torch.isreal, methods=["isreal"])(lambda g, x: extern(g, torch.isreal, x) if x.meta.dtype.is_complex else
+                                         g.call("full", x.meta.shape, True, torch.bool, device=x.meta.device))
+
+
+
+@lowers(torch.angle, methods=["angle"])
+def angle(g: Graph, x: Any) -> Node:
+    # pi for a negative number, NaN for NaN, else 0; its gradient is 0 everywhere, as torch's: the
+    # NaN comes from x * 0, which passes back 0
+    if not x.meta.dtype.is_floating_point:  # complex, or an integer whose angle is a float
+        return extern(g, torch.angle, x)
+    return g.call("where", g.call("lt", x, 0), math.pi, g.call("where", g.call("isnan", x), g.call("mul", x, 0), 0))
 
 @lowers(torch.isclose, methods=["isclose"])
 def isclose(g: Graph, a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Node:
@@ -248,6 +264,18 @@ def normalize(g: Graph, x: Node, p: float = 2.0, dim: int = 1, eps: float = 1e-1
     return g.call("div", x, g.call("maximum", vector_norm(g, x, p, dim, True), eps))
 
 
+@lowers(torch.renorm, methods=["renorm"])
+def renorm(g: Graph, x: Any, p: Any, dim: int, maxnorm: Any) -> Node:
+    # each slice along dim whose p-norm (over the other dims) exceeds maxnorm, times
+    # maxnorm / (norm + 1e-7), as torch's kernel scales it; the others as they are
+    if not (isinstance(x, Node) and x.meta.dtype.is_floating_point and x.meta.ndim >= 2):
+        return extern(g, torch.renorm, x, p, dim, maxnorm)  # (a 1-d x: slices of one number each)
+    others = tuple(d for d in range(x.meta.ndim) if d != dim % x.meta.ndim)
+    norm = vector_norm(g, x, p, others, True)
+    scale = g.call("where", g.call("gt", norm, maxnorm), g.call("div", maxnorm, g.call("add", norm, 1e-7)), 1)
+    return g.call("mul", x, scale)
+
+
 @lowers(F.pairwise_distance, torch.pairwise_distance)
 def pairwise_distance(g: Graph, x1: Node, x2: Node, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Node:
     # ||x1 - x2 + eps|| over the last dim
@@ -262,7 +290,7 @@ TENSORS = ("input", "target", "input1", "input2")  # passed by position, the res
 
 def _loss(op: str, fn: Any) -> Lowering:
     """F.<loss>(...) bound to its own signature; legacy size_average/reduce become `reduction`.
-    What the formula does not cover (a weight it lacks, poisson's `full`) keeps the call whole."""
+    What the formula does not cover (a weight it lacks) keeps the call whole."""
     signature = inspect.signature(fn)
 
     def lowering(g: Graph, *args: Any, **kwargs: Any) -> Node:
@@ -271,7 +299,7 @@ def _loss(op: str, fn: Any) -> Lowering:
         given = dict(bound.arguments)
         given["reduction"] = _reduction(given.pop("size_average", None), given.pop("reduce", None),
                                         given["reduction"])
-        whole = given.pop("full", False) or (op in WEIGHTLESS and given.pop("weight", None) is not None)
+        whole = op in WEIGHTLESS and given.pop("weight", None) is not None
         tensors = [given.pop(name) for name in list(given) if name in TENSORS]  # in the signature's order
         if whole or not all(isinstance(t, Node) for t in tensors):
             return extern(g, fn, *args, **kwargs)

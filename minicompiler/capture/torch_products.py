@@ -1,6 +1,7 @@
-"""Products of vectors written as a multiply and a sum: dot, inner, mv, outer, addr, trace and
-cosine_similarity. Each is a short reduction, so it becomes a generated kernel (fused with what
-reads it) rather than a BLAS call; matmul and friends, where BLAS wins, stay extern (matmul.py).
+"""Products of vectors written as a multiply and a sum: dot, inner, mv, outer, addr, trace,
+linalg.vecdot and cosine_similarity. Each is a short reduction, so it becomes a generated kernel
+(fused with what reads it) rather than a BLAS call; matmul and friends, where BLAS wins, stay
+extern (matmul.py). Also products with no sum (cross, kron) and diff, neighbours' differences.
 
 Same conventions as `torch_ops.py`. Integer and complex products stay whole (torch keeps their
 dtypes, which a sum would widen), and float16/bfloat16 products are summed in float32, as
@@ -16,6 +17,7 @@ import torch.nn.functional as F
 
 from minicompiler.capture.torch_formulas import vector_norm
 from minicompiler.capture.torch_ops import Lowering, extern, lowers, norm_dim
+from minicompiler.capture.torch_views import cat, slice_dim
 from minicompiler.ir import Graph, Node
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -65,6 +67,14 @@ def inner(g: Graph, a: Any, b: Any) -> Node:
     return _sum_of_products(g, a, b, len(rows) + b.meta.ndim - 1)
 
 
+@lowers(torch.linalg.vecdot)
+def vecdot(g: Graph, a: Any, b: Any, *, dim: int = -1) -> Node:
+    # sum(conj(a) * b) along dim of their broadcast shape; conj leaves a real number as it is
+    if not (_real_floats(a, b) and a.meta.dtype == b.meta.dtype):
+        return extern(g, torch.linalg.vecdot, a, b, dim=dim)
+    return _sum_of_products(g, a, b, norm_dim(dim, max(a.meta.ndim, b.meta.ndim)))
+
+
 @lowers(torch.mv, methods=["mv"])
 def mv(g: Graph, matrix: Any, v: Any) -> Node:
     # sum(matrix[i, k] * v[k]) over k
@@ -91,6 +101,48 @@ def addr(g: Graph, x: Any, v1: Any, v2: Any, *, beta: Any = 1, alpha: Any = 1) -
     if beta == 0:
         return g.call("convert", product, torch.promote_types(x.meta.dtype, product.meta.dtype))
     return g.call("add", x if beta == 1 else g.call("mul", x, beta), product)
+
+
+def _cross(fn: Any) -> Lowering:
+    def lowering(g: Graph, a: Any, b: Any, dim: int | None = None) -> Node:
+        # c[i] = a[i+1] b[i+2] - a[i+2] b[i+1] (indices mod 3) along dim of their broadcast shape;
+        # torch.cross without dim takes the first dim of size 3
+        shape = torch.broadcast_shapes(a.meta.shape, b.meta.shape) if _real_floats(a, b) else ()
+        if dim is None:
+            dim = next((d for d, size in enumerate(shape) if size == 3), None)
+        if dim is None or a.meta.dtype != b.meta.dtype or shape[norm_dim(dim, len(shape))] != 3:
+            return extern(g, fn, a, b, dim=dim)  # (torch raises on a dim whose size is not 3)
+        dim = norm_dim(dim, len(shape))
+        a, b = g.call("expand", a, shape), g.call("expand", b, shape)
+        index = g.call("iota", tuple(3 if d == dim else 1 for d in range(len(shape))), dim, torch.int64,
+                       a.meta.device)
+
+        def rotated(x: Node, shift: int) -> Node:  # x[(i + shift) % 3] along dim: a choice of 3 slices
+            part = [g.call("slice", x, dim, (i + shift) % 3, (i + shift) % 3 + 1, 1) for i in range(3)]
+            return g.call("where", g.call("eq", index, 0), part[0],
+                          g.call("where", g.call("eq", index, 1), part[1], part[2]))
+
+        return g.call("sub", g.call("mul", rotated(a, 1), rotated(b, 2)), g.call("mul", rotated(a, 2), rotated(b, 1)))
+
+    return lowering
+
+
+lowers(torch.cross, methods=["cross"])(_cross(torch.cross))
+lowers(torch.linalg.cross)(lambda g, a, b, *, dim=-1: _cross(torch.linalg.cross)(g, a, b, dim))
+
+
+@lowers(torch.kron, methods=["kron"])
+def kron(g: Graph, a: Any, b: Any) -> Node:
+    # result[i * m + k] = a[i] b[k] in each dim: a (n0, 1, n1, 1, ...) times b (1, m0, 1, m1, ...),
+    # read as (n0 m0, n1 m1, ...); the shorter shape has 1s put in front
+    if not (_real_floats(a, b) and all(isinstance(s, int) for s in (*a.meta.shape, *b.meta.shape))):
+        return extern(g, torch.kron, a, b)
+    ndim = max(a.meta.ndim, b.meta.ndim)
+    n = (1,) * (ndim - a.meta.ndim) + tuple(a.meta.shape)
+    m = (1,) * (ndim - b.meta.ndim) + tuple(b.meta.shape)
+    a = g.call("reshape", a, tuple(x for size in n for x in (size, 1)))
+    b = g.call("reshape", b, tuple(x for size in m for x in (1, size)))
+    return g.call("reshape", g.call("mul", a, b), tuple(i * k for i, k in zip(n, m, strict=True)))
 
 
 @lowers(torch.trace, methods=["trace"])
@@ -122,3 +174,21 @@ def _over_norm(g: Graph, x: Node, dim: int, eps: float) -> Node:
     norm = vector_norm(g, x, 2, dim, True)
     clamped = g.call("add", norm, g.call("detach", g.call("sub", g.call("maximum", norm, eps), norm)))
     return g.call("div", x, clamped)
+
+
+@lowers(torch.diff, methods=["diff"])
+def diff(g: Graph, x: Any, n: int = 1, dim: int = -1, prepend: Any = None, append: Any = None) -> Node:
+    # x[1:] - x[:-1] along dim, n times, after prepend and append are put at x's two ends;
+    # booleans differ where they are not equal (xor), as in torch
+    ends = [t for t in (prepend, append) if t is not None]
+    if not (isinstance(x, Node) and x.meta.ndim >= 1 and all(isinstance(t, Node) and t.meta.ndim == x.meta.ndim
+                                                             for t in ends)):
+        return extern(g, torch.diff, x, n, dim, prepend, append)
+    if n == 0:
+        return x  # torch leaves x as it is, prepend and append unread
+    dim = norm_dim(dim, x.meta.ndim)
+    x = cat(g, [t for t in (prepend, x, append) if t is not None], dim)
+    subtract = "logical_xor" if x.meta.dtype == torch.bool else "sub"
+    for _ in range(min(n, x.meta.shape[dim])):  # each step is one shorter: none is left after size steps
+        x = g.call(subtract, slice_dim(g, x, dim, slice(1, None)), slice_dim(g, x, dim, slice(None, -1)))
+    return x

@@ -7,6 +7,7 @@ clamps log to -100 so that log(0) does not give inf).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from minicompiler.decompose.pointwise import log1p_exp
@@ -111,12 +112,16 @@ def hinge_embedding_loss(ops: GraphOps, x: Node, y: Node, margin: float = 1.0, r
 
 
 @register_decomposition("poisson_nll_loss", upcast=True)
-def poisson_nll_loss(ops: GraphOps, x: Node, y: Node, log_input: bool = True, eps: float = 1e-8,
-                     reduction: str = "mean") -> Node:
-    # e^x - y x with log inputs, else x - y log(x + eps)
+def poisson_nll_loss(ops: GraphOps, x: Node, y: Node, log_input: bool = True, full: bool = False,
+                     eps: float = 1e-8, reduction: str = "mean") -> Node:
+    # e^x - y x with log inputs, else x - y log(x + eps); `full` adds Stirling's approximation of
+    # log(y!), y log(y) - y + log(2 pi y) / 2, where y > 1 (torch's masked_fill, as a `where`)
     loss: Any
     if log_input:
         loss = ops.sub(ops.exp(x), ops.mul(y, x))
     else:
         loss = ops.sub(x, ops.mul(y, ops.log(ops.add(x, eps))))
+    if full:
+        stirling = ops.add(ops.sub(ops.mul(y, ops.log(y)), y), ops.mul(ops.log(ops.mul(y, 2 * math.pi)), 0.5))
+        loss = ops.add(loss, ops.where(ops.le(y, 1), 0.0, stirling))
     return _reduce(ops, loss, reduction)

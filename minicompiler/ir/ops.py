@@ -246,8 +246,8 @@ _COMPOSITES: dict[str, Callable[..., torch.Tensor]] = {
         x1, x2, y, margin, reduction=reduction),
     "hinge_embedding_loss": lambda x, y, margin=1.0, reduction="mean": F.hinge_embedding_loss(
         x, y, margin, reduction=reduction),
-    "poisson_nll_loss": lambda x, y, log_input=True, eps=1e-8, reduction="mean": F.poisson_nll_loss(
-        x, y, log_input, False, eps=eps, reduction=reduction),
+    "poisson_nll_loss": lambda x, y, log_input=True, full=False, eps=1e-8, reduction="mean": F.poisson_nll_loss(
+        x, y, log_input, full, eps=eps, reduction=reduction),
 }
 for _name, _fn in _COMPOSITES.items():
     register(_name, "composite", _fn)
