@@ -76,7 +76,7 @@ class FusionInfo:
 @dataclass
 class KernelInfo:
     name: str
-    kind: str  # pointwise | reduction | extern | alias
+    kind: str  # pointwise | reduction | extern | alias | check (indices in range, before a gather)
     nodes: list[str]
     source_lines: list[str]  # "file:line  text" of the user code the kernel computes
     code: str = ""

@@ -74,8 +74,10 @@ def describe_kernels(schedule: Schedule, module: CompiledModule) -> list[KernelI
                 language=language, bytes_moved=_bytes_moved(step), bytes_minimum=minimum,
             ))
         elif isinstance(step, ExternCall):
+            # a bounds check of indices a user gave (gather, embedding) is no work of the op's own
+            kind = "check" if step.node.op == "check_indices" else "extern"
             rows.append(KernelInfo(
-                name=step.node.name, kind="extern", nodes=[step.node.name],
+                name=step.node.name, kind=kind, nodes=[step.node.name],
                 source_lines=_source_lines([step.node]), code=str(step), language="text",
             ))
         elif isinstance(step, Alias):

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from minicompiler.autograd import pointwise_rules, shape_rules  # noqa: F401  (they fill VJP_RULES)
+from minicompiler.autograd import pointwise_rules, shape_rules, special_rules  # noqa: F401  (they fill VJP_RULES)
 from minicompiler.autograd.subgraph import copy_nodes, live_nodes
 from minicompiler.autograd.vjp import GraphOps, NotDifferentiable, rule_for, sum_to_size, zeros
 from minicompiler.ir import Graph, Node, TensorMeta, flatten, map_structure

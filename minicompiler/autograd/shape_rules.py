@@ -13,6 +13,7 @@ import torch
 
 from minicompiler.autograd.vjp import Grads, GraphOps, NotDifferentiable, normalize_dim, sum_to_size, vjp, zeros
 from minicompiler.ir import Node
+from minicompiler.ir.gather import accumulate_at
 from minicompiler.ir.symbolic_shapes import slice_bounds
 
 
@@ -45,6 +46,28 @@ def _extremum_vjp(op: str) -> Callable[..., Grads]:
 
 vjp("amax")(_extremum_vjp("amax"))
 vjp("amin")(_extremum_vjp("amin"))
+
+
+@vjp("prod")  # d/dx_i prod(x) = the product of the other elements
+def vjp_prod(ops: GraphOps, g: Node, y: Node, x: Node, dims: tuple[int, ...], keepdim: bool = False) -> Grads:
+    if x.meta.ndim == 0:  # the one element is the product
+        return (g,)
+    g, y = (_with_reduced_dims(ops, t, x, dims, keepdim) for t in (g, y))
+    # In a row without zeros that is y / x_i (torch's formula: g * (y / x)), and 0 = y / x_i for
+    # every non-zero x_i of a row with a zero. The zero itself gets the product of the others:
+    # the row's product with that zero taken as 1, if it is the row's only zero, else 0.
+    zero = ops.eq(x, 0)
+    zeros = ops.sum(ops.convert(zero, torch.int64), dims, True)  # how many in each row
+    others = ops.prod(ops.where(zero, 1.0, x), dims, True)
+    at_zero = ops.where(ops.eq(zeros, 1), ops.mul(g, others), 0.0)
+    return (ops.where(zero, at_zero, ops.mul(g, ops.div(y, x))),)
+
+
+@vjp("cumsum")  # y_j = sum of x_i for i <= j, so x_i's gradient is the sum of g_j for j >= i
+def vjp_cumsum(ops: GraphOps, g: Node, y: Node, x: Node, dim: int) -> Grads:
+    # a cumsum from the row's end, as torch's; kernels sweep a row one way only, so it is written as
+    # the row's total less the cumsum before i (rounding errors of the order of the total's)
+    return (ops.add(ops.sub(ops.sum(g, (dim,), True), ops.cumsum(g, dim)), g),)
 
 
 # --- views -----------------------------------------------------------------------------------
@@ -139,6 +162,11 @@ def vjp_cat(ops: GraphOps, g: Node, y: Node, tensors: list[Node], dim: int = 0) 
     for t in tensors:
         starts.append(starts[-1] + t.meta.shape[dim])
     return (tuple(ops.slice(g, dim, start, end) for start, end in zip(starts, starts[1:], strict=False)),)
+
+
+@vjp("load_at")  # out[p] = x[indices[p]]: g[p] is added back at indices[p], none to the indices
+def vjp_load_at(ops: GraphOps, g: Node, y: Node, x: Node, indices: tuple[Any, ...]) -> Grads:
+    return ops.torch_call(accumulate_at, x.meta.shape, indices, g), None
 
 
 # Functions that draw random numbers: recomputing one in the backward would draw new numbers.

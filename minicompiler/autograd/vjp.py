@@ -55,12 +55,15 @@ VJP_RULES: dict[str, VJPRule] = {}
 # Ops whose output carries no gradient back: piecewise-constant functions (derivative 0
 # almost everywhere; torch returns zeros too), boolean results, and constants.
 NO_GRADIENT = frozenset({
-    "floor", "ceil", "trunc", "round", "sign", "signbit", "full", "iota", "detach",
+    "floor", "ceil", "trunc", "round", "sign", "signbit", "full", "iota", "detach", "check_indices",
     "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and", "logical_or",
+    "argmax", "argmin", "cummax_index", "cummin_index",  # positions
 })
 
 # Ops we cannot differentiate at all.
 NOT_DIFFERENTIABLE = {"torch_call_vjp": "it is itself a gradient (compiled code has no double backward)"}
+# scans without a rule: capture keeps them torch calls where their input needs a gradient
+NOT_DIFFERENTIABLE.update(dict.fromkeys(("cumprod", "cummax", "cummin", "logcumsumexp"), "no VJP rule yet"))
 
 
 def vjp(*ops: str) -> Callable[[VJPRule], VJPRule]:

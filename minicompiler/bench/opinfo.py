@@ -4,7 +4,8 @@
 (awkward shapes, scalars, keyword arguments). For each op we compile `op(sample)` and read the
 CompileReport to classify it:
 
-  generated  every sample ran through kernels minicompiler wrote (or views of its inputs)
+  generated  every sample ran through kernels minicompiler wrote (or views of its inputs; a check
+             that indices a user gave are in range, before a gather, may run in torch)
   extern     some node stayed an opaque call into torch inside the compiled graph
   fallback   a graph break, or the graph ran eagerly (the report says why)
   wrong      the compiled result differs from eager

@@ -11,9 +11,14 @@ and `concrete.py` (running the breaking instruction for real).
 from minicompiler.capture import (  # noqa: F401  (fill the tables)
     torch_factories,
     torch_formulas,
+    torch_gathers,
     torch_losses,
     torch_masked,
+    torch_norms,
     torch_products,
+    torch_reductions,
+    torch_special,
+    torch_splits,
 )
 from minicompiler.capture.api import CaptureResult, capture, capture_resume
 from minicompiler.capture.concrete import RealFrame, run_instruction

@@ -254,6 +254,18 @@ class CaptureState:
         entry = self._input_of.get(id(var))
         return entry[2] if entry is not None else None
 
+    def input_value(self, var: TensorVariable) -> tuple[torch.Tensor | None, Source | None]:
+        """The real tensor behind the input `var` in this call, and its source, for an op that
+        torch runs on the values themselves (tensor_split's indices); (None, None) when `var` is
+        no input, or one changed in place since. Whoever reads the values must guard them."""
+        entry = self._input_of.get(id(var))
+        if entry is None or var.node is not entry[0]:
+            return None, None
+        for value in self._alive:
+            if isinstance(value, torch.Tensor) and self._wrapped.get(id(value), (None,))[0] is var:
+                return value, entry[2]
+        return None, None
+
     def storage_root(self, var: TensorVariable) -> tuple[Node, list[Node]]:
         """The node that owns `var`'s memory and the view nodes that lead from it to `var`
         (innermost last; none when `var` is that node): how to make `var` again from its base."""

@@ -415,6 +415,9 @@ def _check_no_hooks(module: nn.Module, where: str) -> None:
 # torch functions written in Python with torch ops, read by capture as user code is: then the ops
 # they call are lowered one by one (torch.signal.windows.hann is a cosine of an arange)
 TRACED_TORCH_MODULES = ("torch.signal.windows",)
+# and single such functions: one that calls a function the user gave (triplet_margin_with_distance_loss's
+# `distance_function`, which capture then inlines too)
+TRACED_TORCH_FUNCTIONS = frozenset({torch.nn.functional.triplet_margin_with_distance_loss})
 
 
 def is_torch_function(value: Any) -> bool:
@@ -424,6 +427,6 @@ def is_torch_function(value: Any) -> bool:
     module = getattr(value, "__module__", None) or ""
     if module.startswith("torch.testing") and value.__name__ == "<lambda>":
         return False  # OpInfo's `lambda x: x.double()` is plain Python naming a method: capture reads it
-    if module.startswith(TRACED_TORCH_MODULES):
+    if module.startswith(TRACED_TORCH_MODULES) or value in TRACED_TORCH_FUNCTIONS:
         return False
     return module == "torch" or (module.startswith("torch.") and not module.startswith("torch.nn.modules"))

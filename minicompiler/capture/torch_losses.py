@@ -1,7 +1,9 @@
 """Losses built on a per-sample reduction (a cosine, a distance, a sum over classes), written at
 capture with the ops torch's own kernels use, in the same order: cosine_embedding_loss,
-triplet_margin_loss and multilabel_soft_margin_loss. The per-element losses of
-`torch_formulas.py` (mse_loss, ...) are single decompositions instead (decompose/losses.py).
+triplet_margin_loss and multilabel_soft_margin_loss; and gaussian_nll_loss, whose Python in torch
+reads its input's values. The per-element losses of `torch_formulas.py` (mse_loss, ...) are
+single decompositions instead (decompose/losses.py). (triplet_margin_with_distance_loss is read
+as Python, its distance function inlined: see TRACED_TORCH_FUNCTIONS in objects.py.)
 
 Same conventions as `torch_ops.py`: real floating inputs (of any target) are lowered, anything
 else (and a legacy `size_average`/`reduce`) stays a torch call.
@@ -9,10 +11,12 @@ else (and a legacy `size_average`/`reduce`) stays a torch call.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch.nn.functional as F
 
+from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.torch_formulas import pairwise_distance
 from minicompiler.capture.torch_ops import extern, lowers
 from minicompiler.ir import Graph, Node
@@ -88,4 +92,38 @@ def multilabel_soft_margin_loss(g: Graph, x: Any, target: Any, weight: Any = Non
         loss = g.call("mul", loss, weight)
     classes = x.meta.ndim - 1
     loss = g.call("div", g.call("sum", loss, (classes,), False), x.meta.shape[classes])
+    return _reduce(g, loss, reduction)
+
+
+@lowers(F.gaussian_nll_loss)
+def gaussian_nll_loss(g: Graph, x: Any, target: Any, var: Any, full: bool = False, eps: float = 1e-6,
+                      reduction: str = "mean") -> Node:
+    """0.5 (log v + (x - target)^2 / v), v the variance clamped to at least eps, as torch's Python
+    (torch/nn/functional.py) computes it, with its size checks. Its check that no variance is
+    negative reads the values (`if torch.any(var < 0): raise`): decided here for a Python float;
+    a tensor's values exist only once the graph runs, so there a negative entry is clamped to eps
+    like any small one, where eager raises ValueError."""
+    if not (_real_floats(x, target) and (isinstance(var, float) or _real_floats(var))):
+        raise Unsupported("gaussian_nll_loss of tensors that are not real floating point")
+    if isinstance(var, float):
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
+        var = g.call("full", x.meta.shape, var, x.meta.dtype, device=x.meta.device)  # var * ones_like(x)
+    shape, var_shape = x.meta.shape, var.meta.shape
+    if var_shape != shape:
+        if shape[:-1] == var_shape:  # one variance per row of x: broadcast along its last dim
+            var = g.call("unsqueeze", var, var.meta.ndim)
+        elif len(shape) != len(var_shape) or sum(v for s, v in zip(shape, var_shape, strict=True) if s != v) != 1:
+            raise ValueError("var is of incorrect size")  # (else: size 1 in the one dim where x's differs)
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not valid")
+    # torch clamps a clone of var in place under no_grad: the clamped value, with the gradient of
+    # var itself. Where var < eps that is eps plus (var - detach(var)), zero with var's gradient.
+    straight_through = g.call("add", g.call("sub", var, g.call("detach", var)), eps)
+    var = g.call("where", g.call("lt", var, eps), straight_through, var)
+    difference = g.call("sub", x, target)
+    loss = g.call("add", g.call("log", var), g.call("div", g.call("mul", difference, difference), var))
+    loss = g.call("mul", loss, 0.5)
+    if full:
+        loss = g.call("add", loss, 0.5 * math.log(2 * math.pi))
     return _reduce(g, loss, reduction)

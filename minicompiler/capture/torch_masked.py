@@ -5,8 +5,7 @@ torch/masked/_ops.py writes them: the masked-out elements are replaced by the op
 mask is true and 0 elsewhere, which is what `where` passes back.
 
 Same conventions as `torch_ops.py`. Only real floating inputs are lowered (torch promotes integer
-sums to int64 and rejects integer means); anything else stays a torch call. masked.prod stays
-one too: torch.prod has no lowering yet.
+sums to int64 and rejects integer means); anything else stays a torch call.
 """
 
 from __future__ import annotations
@@ -65,6 +64,48 @@ lowers(torch.masked.sum)(_reduction(torch.masked.sum, torch.sum, 0))
 lowers(torch.masked.amax)(_reduction(torch.masked.amax, torch.amax, -INF))
 lowers(torch.masked.amin)(_reduction(torch.masked.amin, torch.amin, INF))
 lowers(torch.masked.logsumexp)(_reduction(torch.masked.logsumexp, torch.logsumexp, -INF))
+
+
+@lowers(torch.masked.prod)
+def prod(g: Graph, x: Any, dim: Any = None, *, keepdim: bool = False, dtype: Any = None, mask: Any = None) -> Node:
+    # 1 where masked out (torch multiplies one dim at a time; one prod over them all is the same product)
+    if not _lowerable(x, mask) or dtype not in (None, x.meta.dtype):
+        return extern(g, torch.masked.prod, x, dim, keepdim=keepdim, dtype=dtype, mask=mask)
+    return g.call("prod", _masked(g, x, mask, 1), reduce_dims(x, dim), bool(keepdim))
+
+
+def _position(fn: Any, plain: str, identity: float) -> Lowering:
+    """masked.argmax / argmin: the position in the masked input, converted to `dtype` (by default
+    x's, as torch does). A row with nothing kept gives the first position of an identity."""
+
+    def lowering(g: Graph, x: Any, dim: Any = None, *, keepdim: bool = False, dtype: Any = None,
+                 mask: Any = None) -> Node:
+        if not _lowerable(x, mask):
+            return extern(g, fn, x, dim, keepdim=keepdim, dtype=dtype, mask=mask)
+        position = TORCH_FUNCTIONS[plain](g, _masked(g, x, mask, identity), dim, bool(keepdim))
+        return g.call("convert", position, x.meta.dtype if dtype is None else dtype)
+
+    return lowering
+
+
+lowers(torch.masked.argmax)(_position(torch.masked.argmax, torch.argmax, -INF))
+lowers(torch.masked.argmin)(_position(torch.masked.argmin, torch.argmin, INF))
+
+
+def _scan(fn: Any, plain: Any, identity: float) -> Lowering:
+    """masked.cumsum (0 where masked out) / cumprod (1): the plain scan of the masked input, in
+    `dtype` (by default x's, as torch does)."""
+
+    def lowering(g: Graph, x: Any, dim: int, *, dtype: Any = None, mask: Any = None) -> Node:
+        if not _lowerable(x, mask) or dtype not in (None, x.meta.dtype):
+            return extern(g, fn, x, dim, dtype=dtype, mask=mask)
+        return TORCH_FUNCTIONS[plain](g, _masked(g, x, mask, identity), dim)
+
+    return lowering
+
+
+lowers(torch.masked.cumsum)(_scan(torch.masked.cumsum, torch.cumsum, 0))
+lowers(torch.masked.cumprod)(_scan(torch.masked.cumprod, torch.cumprod, 1))
 
 
 @lowers(torch.masked.mean)
@@ -137,3 +178,16 @@ def _normalisation(fn: Any, plain: Any, identity: float) -> Lowering:
 lowers(torch.masked.softmax)(_normalisation(torch.masked.softmax, F.softmax, -INF))
 lowers(torch.masked.log_softmax)(_normalisation(torch.masked.log_softmax, F.log_softmax, -INF))
 lowers(torch.masked.softmin)(_normalisation(torch.masked.softmin, F.softmin, INF))
+
+
+@lowers(torch.masked.logaddexp)
+def logaddexp(g: Graph, x: Any, other: Any, *, dtype: Any = None, input_mask: Any = None,
+              other_mask: Any = None) -> Node:
+    # each input -inf where its own mask is false (logaddexp's identity: log(e^x + e^-inf) = x),
+    # then the plain logaddexp, converted to `dtype` (by default x's, as torch does)
+    if not (_lowerable(x, input_mask) and _lowerable(other, other_mask)):
+        return extern(g, torch.masked.logaddexp, x, other, dtype=dtype, input_mask=input_mask,
+                      other_mask=other_mask)
+    result = TORCH_FUNCTIONS[torch.logaddexp](g, _masked(g, x, input_mask, -INF), _masked(g, other, other_mask, -INF))
+    dtype = x.meta.dtype if dtype is None else dtype
+    return result if dtype == result.meta.dtype else g.call("convert", result, dtype)

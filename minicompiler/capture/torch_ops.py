@@ -17,7 +17,6 @@ lowerings live in `torch_views.py`, new tensors in `torch_factories.py`, formula
 from __future__ import annotations
 
 import math
-from collections import namedtuple
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -227,26 +226,7 @@ def _extremum(op: str) -> Lowering:
 
 lowers(torch.amax, methods=["amax"])(_extremum("amax"))
 lowers(torch.amin, methods=["amin"])(_extremum("amin"))
-ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])  # like torch.return_types.max
-
-
-def _max_or_min(name: str) -> Lowering:
-    reduce, elementwise, arg = ("amax", "maximum", torch.argmax) if name == "max" else (
-        "amin", "minimum", torch.argmin)
-
-    def lowering(g: Graph, x: Node, dim: Any = None, keepdim: bool = False) -> Any:
-        if isinstance(dim, Node):  # torch.max(a, b) is the elementwise maximum
-            return g.call(elementwise, x, dim)
-        if dim is None:
-            return g.call(reduce, x, reduce_dims(x, None), False)
-        # torch.max(x, dim) returns (values, indices): two nodes, one tensor each
-        return ValuesIndices(g.call(reduce, x, reduce_dims(x, dim), keepdim), extern(g, arg, x, dim, keepdim))
-
-    return lowering
-
-
-lowers(torch.max, methods=["max"])(_max_or_min("max"))
-lowers(torch.min, methods=["min"])(_max_or_min("min"))
+# prod, argmax/argmin, max/min along a dim and aminmax: torch_reductions.py
 
 
 def _spread(op: str, with_mean: bool = False) -> Lowering:
@@ -311,6 +291,14 @@ def batch_norm(g: Graph, x: Node, running_mean: Node | None, running_var: Node |
     does; `momentum` may be a tensor (BatchNorm's cumulative average, 1 / num_batches_tracked)."""
     if not training:
         return extern(g, F.batch_norm, x, running_mean, running_var, weight, bias, False, momentum, eps)
+    return batch_norm_training(g, x, running_mean, running_var, weight, bias, momentum, eps)[0]
+
+
+def batch_norm_training(g: Graph, x: Node, running_mean: Node | None, running_var: Node | None,
+                        weight: Node | None, bias: Node | None, momentum: Any,
+                        eps: float) -> tuple[Updates, Node, Node]:
+    """Training-mode batch_norm (above), and the batch's mean and biased variance, (C,) each and
+    detached: what torch.native_batch_norm also returns (capture/torch_norms.py)."""
     if x.meta.ndim < 2:
         raise Unsupported(f"batch_norm of a {x.meta.ndim}-d tensor")
     channels = x.meta.shape[1]
@@ -331,7 +319,7 @@ def batch_norm(g: Graph, x: Node, running_mean: Node | None, running_var: Node |
         updates[running_mean] = g.call("lerp", running_mean, mean, momentum)
     if running_var is not None:  # the running variance is the unbiased one
         updates[running_var] = g.call("lerp", running_var, g.call("mul", var, n / (n - 1)), momentum)
-    return Updates(y, updates)
+    return Updates(y, updates), mean, var
 
 
 def _per_channel_affine(g: Graph, y: Node, weight: Node | None, bias: Node | None) -> Node:

@@ -48,6 +48,14 @@ def is_scripting(g: Graph) -> bool:
     return False
 
 
+# torch functions written in Python first ask whether an argument overrides torch
+# (`__torch_function__`, a tensor subclass) to hand the call over to it. Capture takes plain
+# tensors only, and guards their type, so the answer is no.
+@lowers(torch._C._has_torch_function, torch._C._has_torch_function_unary, torch._C._has_torch_function_variadic)
+def has_torch_function(g: Graph, *args: Any) -> bool:
+    return False
+
+
 @handles(torch._check, torch._check_index, torch._check_value, torch._check_type, torch._check_not_implemented)
 def check(tx: Tracer, condition: Variable, message: Variable | None = None) -> Variable:
     if condition.has_tensor():

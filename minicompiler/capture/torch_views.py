@@ -140,7 +140,7 @@ def movedim(g: Graph, x: Node, source: Any, destination: Any) -> Node:
     return permute(g, x, *(moved[p] if p in moved else next(rest) for p in range(ndim)))
 
 
-def _at_least(ndim: int) -> Lowering:
+def at_least(ndim: int) -> Lowering:
     """atleast_1d/2d/3d: size-1 dims added where torch adds them, to one tensor or to each of several."""
     def one(g: Graph, x: Node) -> Node:
         shape = x.meta.shape
@@ -161,7 +161,7 @@ def _at_least(ndim: int) -> Lowering:
 
 
 for _ndim in (1, 2, 3):
-    lowers(getattr(torch, f"atleast_{_ndim}d"))(_at_least(_ndim))
+    lowers(getattr(torch, f"atleast_{_ndim}d"))(at_least(_ndim))
 lowers(methods=["contiguous"])(lambda g, x, memory_format=None: g.call("contiguous", x))
 lowers(torch.clone, methods=["clone"])(lambda g, x, memory_format=None: g.call("clone", x))
 @lowers(torch.detach, methods=["detach"])
@@ -250,8 +250,8 @@ def index(g: Graph, x: Node, key: Any) -> Node:
 def cat(g: Graph, tensors: Any, dim: int = 0) -> Node:
     # as torch does, a 1-d empty tensor (`torch.tensor([])`, a cache before its first update) is skipped
     tensors = [t for t in tensors if tuple(t.meta.shape) != (0,)] or list(tensors)[:1]
-    if len(tensors) == 1:
-        return tensors[0]
+    if len(tensors) == 1:  # still a new tensor, as eager's
+        return g.call("clone", tensors[0])
     return g.call("cat", tensors, norm_dim(dim, tensors[0].meta.ndim))
 
 
@@ -265,32 +265,7 @@ def stack(g: Graph, tensors: Any, dim: int = 0) -> Node:
     return g.call("cat", [g.call("unsqueeze", t, d) for t in tensors], d)
 
 
-@lowers(torch.split, methods=["split"])
-def split(g: Graph, x: Node, split_size_or_sections: Any, dim: int = 0) -> tuple[Node, ...]:
-    d = norm_dim(dim, x.meta.ndim)
-    size = x.meta.shape[d]
-    if isinstance(split_size_or_sections, int):
-        step = split_size_or_sections
-        sections = [min(step, size - start) for start in range(0, size, step)] or [0]
-    else:
-        sections = list(split_size_or_sections)
-    pieces, start = [], 0
-    for length in sections:
-        pieces.append(slice_dim(g, x, d, slice(start, start + length)))
-        start += length
-    return tuple(pieces)
-
-
-@lowers(torch.chunk, methods=["chunk"])
-def chunk(g: Graph, x: Node, chunks: int, dim: int = 0) -> tuple[Node, ...]:
-    size = x.meta.shape[norm_dim(dim, x.meta.ndim)]
-    return split(g, x, max(-(-size // chunks), 1), dim)
-
-
-@lowers(torch.unbind, methods=["unbind"])
-def unbind(g: Graph, x: Node, dim: int = 0) -> tuple[Node, ...]:
-    d = norm_dim(dim, x.meta.ndim)
-    return tuple(select(g, x, d, i) for i in range(x.meta.shape[d]))
+# split, chunk, unbind and the other ops that cut a tensor into pieces: torch_splits.py
 
 
 # --- metadata: answered at capture time (the shape guards keep them true) -----------------
@@ -356,6 +331,10 @@ _REFUSED = {
     "data_ptr": "Tensor.data_ptr() reads a tensor's address",
     "backward": "Tensor.backward() runs autograd inside the function",
     "nonzero": "nonzero() has a data-dependent shape",
+    # a Python bool read from the values; a graph could compute it as a bool tensor, but turning that
+    # into the bool is a graph break at this very call, where torch runs the whole op anyway
+    "allclose": "allclose() returns a Python bool read from the tensors' values",
+    "equal": "equal() returns a Python bool read from the tensors' values",
 }
 
 
@@ -368,7 +347,8 @@ def _refuse(reason: str) -> Lowering:
 
 for _name, _reason in _REFUSED.items():
     lowers(methods=[_name])(_refuse(_reason))
-lowers(torch.nonzero)(_refuse(_REFUSED["nonzero"]))
+for _name in ("nonzero", "allclose", "equal"):
+    lowers(getattr(torch, _name))(_refuse(_REFUSED[_name]))
 
 
 # --- dtype casts -------------------------------------------------------------------------

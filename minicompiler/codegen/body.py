@@ -35,7 +35,8 @@ from minicompiler.codegen.common import (
 )
 from minicompiler.fuse.schedule import Kernel
 from minicompiler.ir.graph import Node, TensorMeta
-from minicompiler.ir.ops import COMPARISONS, OPS
+from minicompiler.ir.ops import COMPARISONS, INDEX_REDUCTIONS, OPS
+from minicompiler.ir.scans import INDEX_SCANS
 from minicompiler.ir.symbolic import SymSize, size_hint
 
 # pow(x, c) for the exponents torch itself special-cases: same results, and no pow call.
@@ -93,6 +94,14 @@ def _operand_dtypes(node: Node, operands: list[Any]) -> list[torch.dtype]:
     if node.op in ("convert", "signbit"):  # the operand as it is: a cast, a test of its sign
         return [compute_dtype(operands[0].meta.dtype)]
     return [out] * len(operands)
+
+
+def accumulator_dtype(reduction: Node) -> torch.dtype:
+    """What a reduction's (or scan's) accumulator holds: its result, in compute dtype; for argmax,
+    argmin and the index scans, the best value so far, in its input's compute dtype (the position
+    is kept beside it, in int64)."""
+    positions = reduction.op in INDEX_REDUCTIONS or reduction.op in INDEX_SCANS
+    return compute_dtype((reduction.args[0] if positions else reduction).meta.dtype)
 
 
 BOOL_ARITHMETIC = {"add": "logical_or", "mul": "logical_and", "maximum": "logical_or", "minimum": "logical_and"}
@@ -159,6 +168,7 @@ class BodyWriter:
     def __init__(self, kernel: Kernel, ops: KernelOps) -> None:
         self.kernel, self.ops = kernel, ops
         self.stored = {b.node for b in kernel.outputs}
+        self.carries: dict[Node, str] = {}  # scan -> its accumulator in the sweep being written
 
     def write(self) -> None:
         if self.kernel.kind == "pointwise":
@@ -180,8 +190,13 @@ class BodyWriter:
         ops, accumulators = self.ops, []
         for r in sweep.reductions:
             with ops.writer.origin(r):
-                accumulators.append((ops.reduction_init(r.op, compute_dtype(r.meta.dtype)), r.op))
-        with ops.sweep(accumulators):
+                accumulators.append((ops.reduction_init(r.op, accumulator_dtype(r)), r.op))
+        # a scan's accumulator runs along the row as a reduction's does; each sweep that computes
+        # the scan starts its own
+        for node in (n for n in sweep.nodes if OPS[n.op].kind == "scan"):
+            with ops.writer.origin(node):
+                self.carries[node] = ops.scan_init(node.op, accumulator_dtype(node))
+        with ops.sweep(accumulators + [(self.carries[n], n.op) for n in sweep.nodes if n in self.carries]):
             scope = dict(row_scope)  # element values live in the loop: they do not leak out
             for node in sweep.cache_reads:
                 with ops.writer.origin(node):
@@ -193,7 +208,7 @@ class BodyWriter:
                         ops.write_row_cache(node, scope[node])
             for r, (acc, op) in zip(sweep.reductions, accumulators, strict=True):
                 with ops.writer.origin(r):
-                    value = self.operand(r.args[0], compute_dtype(r.meta.dtype), scope, "element")
+                    value = self.operand(r.args[0], accumulator_dtype(r), scope, "element")
                     ops.reduction_update(acc, op, value)
         for r, (acc, op) in zip(sweep.reductions, accumulators, strict=True):
             with ops.writer.origin(r):
@@ -215,6 +230,10 @@ class BodyWriter:
         with self.ops.writer.origin(node):
             if OPS[node.op].kind == "view":  # a view in a kernel renames a value (fuse/rules.py)
                 scope[node] = self.operand(node.args[0], compute_dtype(node.meta.dtype), scope, level)
+            elif OPS[node.op].kind == "scan":  # the element folded into the row's running value
+                value = self.operand(node.args[0], accumulator_dtype(node), scope, level)
+                result = self.ops.scan_update(self.carries[node], node.op, value, compute_dtype(node.meta.dtype))
+                scope[node] = self.rounded(node, result)
             else:
                 scope[node] = self.rounded(node, self.pointwise(node, level, scope))
             if store:
@@ -259,6 +278,8 @@ class BodyWriter:
             return ops.constant(_full_value(node), out)
         if node.op == "iota":
             return self.coordinate(node, level, node.meta.shape)
+        if node.op == "load_at":
+            return self.load_at(node, level, scope)
         operands = [a for a in node.args if isinstance(a, Node | bool | int | float | SymSize)]
         dtypes = _operand_dtypes(node, operands)
         shape = node.meta.shape
@@ -281,6 +302,21 @@ class BodyWriter:
         meta = TensorMeta(node.meta.shape, node.meta.dtype, node.meta.device)  # contiguous strides
         index = self.ops.index(param_name(node, False), meta, level, shape)
         return self.ops.index_value(index, compute_dtype(node.meta.dtype))
+
+    def load_at(self, node: Node, level: Level, scope: dict[Any, Value]) -> Value:
+        """x[i0, i1, ...]: the offset sum(i_d * stride_d) computed from the index values, then a
+        load there (the indices are in range: the decompositions make sure of it)."""
+        source, indices = node.args
+        param = param_name(source, False)
+        terms = []
+        for size, stride, index in zip(source.meta.shape, self.ops.sizes.gathered_strides(source, param),
+                                       indices, strict=True):
+            if size == 1 or stride == 0:  # one element along this dim: its index is 0
+                continue
+            value = self.operand(index, torch.int64, scope, level, node.meta.shape)
+            terms.append(value.text if stride == 1 else f"({value}) * {stride}")
+        moving = any(isinstance(i, Node) for i in indices)
+        return self.ops.load(param, source.meta.dtype, " + ".join(terms) or "0", level, gathered=moving)
 
     def power(self, exponent: Any, values: list[Value], out: torch.dtype) -> Value:
         ops = self.ops

@@ -217,8 +217,9 @@ class KernelOps(abc.ABC):
         return self.to_dtype(self.assign(index, torch.int64), dtype)
 
     @abc.abstractmethod
-    def load(self, param: str, dtype: torch.dtype, index: str, level: Level) -> Value:
-        """Read element `index` of the buffer passed as `param` (of `dtype`), in compute dtype."""
+    def load(self, param: str, dtype: torch.dtype, index: str, level: Level, gathered: bool = False) -> Value:
+        """Read element `index` of the buffer passed as `param` (of `dtype`), in compute dtype.
+        `gathered`: `index` is computed from values (load_at), not from the loop indices."""
 
     @abc.abstractmethod
     def store(self, param: str, dtype: torch.dtype, index: str, value: Value, level: Level) -> None: ...
@@ -232,6 +233,14 @@ class KernelOps(abc.ABC):
 
     @abc.abstractmethod
     def reduction_result(self, acc: str, op: str, dtype: torch.dtype) -> Value: ...
+
+    @abc.abstractmethod
+    def scan_init(self, op: str, dtype: torch.dtype) -> str:
+        """Declare a scan's running value (of `dtype`) before a sweep; returns its name."""
+
+    @abc.abstractmethod
+    def scan_update(self, acc: str, op: str, value: Value, dtype: torch.dtype) -> Value:
+        """Fold the element `value` into the running value; the scan's result there (of `dtype`)."""
 
     @abc.abstractmethod
     def sweep(self, accumulators: list[tuple[str, str]]) -> contextlib.AbstractContextManager[None]:
@@ -250,9 +259,11 @@ class KernelOps(abc.ABC):
 
 
 def reduction_identity(op: str, dtype: torch.dtype) -> bool | int | float:
-    """Where an accumulator starts: 0 for sum, the lowest value for amax, the highest for amin."""
-    if op == "sum":
-        return python_value(0, dtype)
+    """Where an accumulator starts: 0 for sum, 1 for prod, the lowest value for amax (and the
+    value argmax compares), the highest for amin (and argmin's)."""
+    if op in ("sum", "prod"):
+        return python_value(int(op == "prod"), dtype)
+    op = {"argmax": "amax", "argmin": "amin"}.get(op, op)
     if dtype == torch.bool:
         return op == "amin"
     if dtype.is_floating_point:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from minicompiler.codegen import cpp_prelude
+from minicompiler.codegen import cpp_prelude, cpp_special
 from minicompiler.codegen.body import BodyWriter, in_place_params, input_params, output_params, param_name
 from minicompiler.codegen.common import (
     CodegenError,
@@ -41,6 +41,8 @@ from minicompiler.codegen.common import (
 from minicompiler.codegen.sizes import Extent, KernelSizes, index_terms, render_index
 from minicompiler.fuse.schedule import Kernel
 from minicompiler.ir.graph import Node
+from minicompiler.ir.ops import INDEX_REDUCTIONS
+from minicompiler.ir.scans import INDEX_SCANS, SCAN_REDUCTION
 from minicompiler.runtime import loader
 
 PARALLEL_THRESHOLD = 32768  # fewer elements than this: one thread beats waking OpenMP's team
@@ -55,7 +57,7 @@ COMPUTE_TYPES = {
 STORAGE_TYPES = {**COMPUTE_TYPES, torch.float16: "_Float16", torch.bfloat16: "uint16_t"}
 
 TEMPLATES = {
-    "neg": "-{0}", "abs": "std::abs({0})", "exp": "std::exp({0})", "log": "std::log({0})",
+    "clone": "{0}", "neg": "-{0}", "abs": "std::abs({0})", "exp": "std::exp({0})", "log": "std::log({0})",
     "sqrt": "std::sqrt({0})", "rsqrt": "1 / std::sqrt({0})", "sin": "std::sin({0})", "cos": "std::cos({0})",
     "tan": "std::tan({0})", "tanh": "std::tanh({0})", "erf": "std::erf({0})", "log1p": "std::log1p({0})",
     "expm1": "std::expm1({0})", "reciprocal": "1 / {0}", "floor": "std::floor({0})", "ceil": "std::ceil({0})",
@@ -71,10 +73,18 @@ TEMPLATES = {
     "round": "std::nearbyint({0})",  # the default rounding mode: to nearest, halves to even
     "sigmoid": "1 / (1 + std::exp(-{0}))",
     "signbit": "sign_bit({0})", "atan2": "std::atan2({0}, {1})", "fmod": "c_fmod({0}, {1})",
+    **cpp_special.TEMPLATES,  # lgamma, digamma, zeta, erfinv, erfcx, ndtri, Bessel I0/I1, ...
 }
-REDUCE = {"sum": "{acc} + {value}", "amax": "max_propagate_nan({acc}, {value})",
-          "amin": "min_propagate_nan({acc}, {value})"}
-OMP_REDUCTION = {"sum": "+", "amax": "max_propagate_nan", "amin": "min_propagate_nan"}
+REDUCE = {"sum": "{acc} + {value}", "prod": "{acc} * {value}", "amax": "max_propagate_nan({acc}, {value})",
+          "amin": "min_propagate_nan({acc}, {value})",
+          # argmax/argmin keep the best value in `acc` and its position in the row in `acc_index`
+          "argmax": "argmax_step({acc}, {acc}_index, {value}, {position})",
+          "argmin": "argmin_step({acc}, {acc}_index, {value}, {position})"}
+OMP_REDUCTION = {"sum": "+", "prod": "*", "amax": "max_propagate_nan", "amin": "min_propagate_nan"}
+# a scan's step; cumsum, cumprod, cummax and cummin step as their reduction does (SCAN_REDUCTION)
+SCAN_STEP = {"logcumsumexp": "{acc} = log_add_exp({acc}, {value})",
+             "cummax_index": "cummax_step({acc}, {acc}_index, {value}, {position})",
+             "cummin_index": "cummin_step({acc}, {acc}_index, {value}, {position})"}
 
 
 class CppOps(KernelOps):
@@ -129,7 +139,7 @@ class CppOps(KernelOps):
             return self.assign(f"bf16_to_float(float_to_bf16({x}))", x.dtype)
         return self.assign(f"static_cast<float>(static_cast<_Float16>({x}))", x.dtype)
 
-    def load(self, param: str, dtype: torch.dtype, index: str, level: Level) -> Value:
+    def load(self, param: str, dtype: torch.dtype, index: str, level: Level, gathered: bool = False) -> Value:
         text = f"{param}[{index}]"
         if dtype == torch.bfloat16:
             text = f"bf16_to_float({text})"
@@ -149,13 +159,28 @@ class CppOps(KernelOps):
         acc = self.fresh("acc")
         init = self.constant(reduction_identity(op, dtype), dtype)
         self.writer.line(f"{self.type_name(dtype)} {acc} = {init};")
+        if op in INDEX_REDUCTIONS:  # no position yet: the row's first element is taken whatever it is
+            self.writer.line(f"int64_t {acc}_index = -1;")
         return acc
 
     def reduction_update(self, acc: str, op: str, value: Value) -> None:
-        self.writer.line(f"{acc} = {REDUCE[op].format(acc=acc, value=value)};")
+        if op in INDEX_REDUCTIONS:
+            self.writer.line(f"{REDUCE[op].format(acc=acc, value=value, position=self._row_position())};")
+        else:
+            self.writer.line(f"{acc} = {REDUCE[op].format(acc=acc, value=value)};")
 
     def reduction_result(self, acc: str, op: str, dtype: torch.dtype) -> Value:
-        return Value(acc, dtype)
+        return Value(f"{acc}_index" if op in INDEX_REDUCTIONS else acc, dtype)
+
+    def scan_init(self, op: str, dtype: torch.dtype) -> str:
+        return self.reduction_init(SCAN_REDUCTION[op], dtype)
+
+    def scan_update(self, acc: str, op: str, value: Value, dtype: torch.dtype) -> Value:
+        # the sweep visits the row in order (no `omp simd`: see `sweep`), so the running value is
+        # the scan's result at this element
+        step = SCAN_STEP.get(op) or f"{{acc}} = {REDUCE[SCAN_REDUCTION[op]]}"
+        self.writer.line(step.format(acc=acc, value=value, position=self._row_position()) + ";")
+        return self.assign(f"{acc}_index" if op in INDEX_SCANS else acc, dtype)
 
     def declare_row_cache(self, node: Node) -> None:
         # one buffer per thread, kept between rows and calls: rows too long for the stack fit
@@ -178,10 +203,16 @@ class CppOps(KernelOps):
 
     @contextlib.contextmanager
     def sweep(self, accumulators: list[tuple[str, str]]) -> Iterator[None]:
-        reductions = "".join(f" reduction({OMP_REDUCTION[op]}:{acc})" for acc, op in accumulators)
+        # argmax/argmin keep a position beside their value, which `omp simd` has no reduction for,
+        # and a scan's running value is a result at every element: a sweep with one visits its row
+        # in order (argmax: so that of equal values the first stays)
+        pragma = None
+        if all(op in OMP_REDUCTION for _, op in accumulators):
+            pragma = "#pragma omp simd" + "".join(f" reduction({OMP_REDUCTION[op]}:{acc})" for acc, op in accumulators)
         outer, inner = self._split_reduced_dims()
         if not outer:
-            self.writer.line(f"#pragma omp simd{reductions}")
+            if pragma:
+                self.writer.line(pragma)
             with self.loop(self.rvar, self.sizes.row_length):
                 yield
             return
@@ -189,7 +220,8 @@ class CppOps(KernelOps):
         # the outer ones, an inner vectorized loop over the last run of neighbours, so indices are
         # `ro * stride + ri` instead of one flat index taken apart with / and % per element.
         with self.loop("ro", math.prod(self.sizes.domain[d] for d in outer)):
-            self.writer.line(f"#pragma omp simd{reductions}")
+            if pragma:
+                self.writer.line(pragma)
             with self.loop("ri", math.prod(self.sizes.domain[d] for d in inner)):
                 yield
 

@@ -5,6 +5,8 @@ C's remainders, the sign bit, fast float32 sin/cos, half-precision conversions.
 
 import re
 
+from minicompiler.codegen import cpp_special
+
 HEADERS = r"""
 // -fno-finite-math-only (for correct NaN/inf) makes GCC drop __FAST_MATH__, which glibc reads
 // to declare the SIMD versions (libmvec) of cos, exp, ...: define it so those loops vectorize.
@@ -31,6 +33,32 @@ template <typename T> inline T min_propagate_nan(T a, T b) { return (a < b || a 
     omp_out = max_propagate_nan(omp_out, omp_in)) initializer(omp_priv = omp_orig)
 #pragma omp declare reduction(min_propagate_nan : REDUCTION_TYPES : \
     omp_out = min_propagate_nan(omp_out, omp_in)) initializer(omp_priv = omp_orig)
+
+// argmax/argmin's step in a sweep that visits its row in order (`at` is -1 before the first
+// element): move to `position` if its value is larger (smaller) than the best so far, or is the
+// first NaN (torch counts NaN beyond every number); of equal values the earlier position stays.
+template <typename T> inline void argmax_step(T& best, int64_t& at, T value, int64_t position) {
+    if (at < 0 || value > best || (value != value && best == best)) { best = value; at = position; }
+}
+template <typename T> inline void argmin_step(T& best, int64_t& at, T value, int64_t position) {
+    if (at < 0 || value < best || (value != value && best == best)) { best = value; at = position; }
+}
+
+// cummax's (cummin's) position, as torch's: of equal values the last, and the last NaN once one is met
+template <typename T> inline void cummax_step(T& best, int64_t& at, T value, int64_t position) {
+    if (at < 0 || value != value || (best == best && value >= best)) { best = value; at = position; }
+}
+template <typename T> inline void cummin_step(T& best, int64_t& at, T value, int64_t position) {
+    if (at < 0 || value != value || (best == best && value <= best)) { best = value; at = position; }
+}
+
+// logcumsumexp's step, log(e^a + e^b) as torch's: the larger plus log1p(e^(smaller - larger)),
+// which cannot overflow; two equal infinities stay what they are (inf - inf would be NaN)
+template <typename T> inline T log_add_exp(T a, T b) {
+    T high = max_propagate_nan(a, b), low = min_propagate_nan(a, b);
+    if (low == high && !std::isfinite(low)) return a;
+    return std::log1p(std::exp(low - high)) + high;
+}
 
 template <typename T> inline T sign(T x) { return static_cast<T>((T(0) < x) - (x < T(0))); }
 
@@ -118,3 +146,7 @@ inline uint16_t float_to_bf16(float value) {
     return static_cast<uint16_t>(bits >> 16);
 }
 """
+
+# The special functions (lgamma's family, erfinv, Bessel I0/I1, ...) come last: they may call the
+# helpers above (sign_bit)
+HELPERS = HELPERS.rstrip() + "\n\n" + cpp_special.HELPERS.strip() + "\n"

@@ -165,6 +165,14 @@ class KernelSizes:
             running = running if stride == 0 else running * size
         return tuple(reversed(strides))
 
+    def gathered_strides(self, node: Node, param: str) -> tuple[Extent, ...]:
+        """Strides of a buffer that load_at reads at computed offsets: its own (numbers when
+        static; when dynamic, arguments `param_stride{d}`, as its sizes need not be the domain's)."""
+        if not self.dynamic:
+            return node.meta.stride()
+        return tuple(0 if size == 1 or stride == 0 else named(f"{param}_stride{d}")
+                     for d, (size, stride) in enumerate(zip(node.meta.shape, node.meta.stride(), strict=True)))
+
     def arguments(self, inputs: list[tuple[str, Node]], outputs: list[tuple[str, Node]]) -> list[SizeArgument]:
         """The runtime sizes and strides a dynamic kernel takes, in order (none when static).
         `inputs` and `outputs` are the kernel's buffers as (kernel parameter, node); sizes are
@@ -173,9 +181,10 @@ class KernelSizes:
         if not self.dynamic:
             return []
         arguments = [self._size_argument(d, inputs) for d, size in enumerate(self.domain) if isinstance(size, Symbol)]
+        gathered = {n.args[0] for n in self.kernel.nodes if n.op == "load_at"}
         for param, node in inputs + outputs:
             meta = node.meta
-            if not meta.is_contiguous():
+            if not meta.is_contiguous() or node in gathered:
                 arguments += [SizeArgument(f"{param}_stride{d}", node, "stride", d, stride)
                               for d, (size, stride) in enumerate(zip(meta.shape, meta.stride(), strict=True))
                               if size != 1 and stride != 0]

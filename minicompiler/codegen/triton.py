@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 import torch
 
-from minicompiler.codegen import triton_prelude
+from minicompiler.codegen import triton_prelude, triton_special
 from minicompiler.codegen.body import BodyWriter, in_place_params, input_params, output_params, param_name
 from minicompiler.codegen.common import (
     CodegenError,
@@ -38,6 +38,8 @@ from minicompiler.codegen.common import (
 )
 from minicompiler.codegen.sizes import KernelSizes, Symbol
 from minicompiler.fuse.schedule import Kernel
+from minicompiler.ir.ops import INDEX_REDUCTIONS
+from minicompiler.ir.scans import INDEX_SCANS, SCAN_REDUCTION
 from minicompiler.ir.symbolic import size_hint
 
 MAX_RBLOCK = 4096  # longer rows are swept in chunks
@@ -58,7 +60,7 @@ TYPES = {
 }
 
 TEMPLATES = {
-    "neg": "-{0}", "abs": "tl.abs({0})", "exp": "tl.exp({0})", "log": "tl.log({0})",
+    "clone": "{0}", "neg": "-{0}", "abs": "tl.abs({0})", "exp": "tl.exp({0})", "log": "tl.log({0})",
     "sqrt": "tl.sqrt({0})", "rsqrt": "tl.rsqrt({0})", "sin": "tl.sin({0})", "cos": "tl.cos({0})",
     "tan": "_tan({0})", "tanh": "_tanh({0})", "erf": "tl.erf({0})", "log1p": "_log1p({0})",
     "expm1": "_expm1({0})", "reciprocal": "1 / {0}", "floor": "tl.floor({0})", "ceil": "tl.ceil({0})",
@@ -74,15 +76,23 @@ TEMPLATES = {
     "sigmoid": "1 / (1 + tl.exp(-{0}))",
     "signbit": "_negative({0})", "atan2": "_atan2({0}, {1})",  # signbit: a NaN counts as positive
     "fmod": "{0} % {1}",  # Triton's % is C's: the sign of the dividend, floats too
+    **triton_special.TEMPLATES,  # lgamma, digamma, zeta, erfinv, erfcx, ndtri, Bessel I0/I1, ...
 }
 # ops whose Triton spelling takes Python numbers as operands; the rest need tensors
 TAKES_NUMBERS = frozenset({
     "add", "sub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
     "where", "maximum", "minimum", "reciprocal",
 })
-UPDATE = {"sum": "{acc} + {value}", "amax": "_max_nan({acc}, {value})", "amin": "_min_nan({acc}, {value})"}
-FOLD = {"sum": "tl.sum({acc}, 1)", "amax": "tl.reduce({acc}, 1, _max_nan)",
-        "amin": "tl.reduce({acc}, 1, _min_nan)"}
+UPDATE = {"sum": "{acc} + {value}", "prod": "{acc} * {value}", "amax": "_max_nan({acc}, {value})",
+          "amin": "_min_nan({acc}, {value})"}
+SCAN_COMBINE = {"cumsum": "_add", "cumprod": "_mul", "cummax": "_max_nan", "cummin": "_min_nan",
+                "logcumsumexp": "_log_add_exp", "cummax_index": "_cummax_combine", "cummin_index": "_cummin_combine"}
+NO_POSITION = 2**63 - 1  # argmax's position before any: every real position is smaller, and wins a tie
+# (no tl.prod in Triton: a tl.reduce with a multiply); argmax/argmin fold (value, position) pairs
+FOLD = {"sum": "tl.sum({acc}, 1)", "prod": "tl.reduce({acc}, 1, _mul)", "amax": "tl.reduce({acc}, 1, _max_nan)",
+        "amin": "tl.reduce({acc}, 1, _min_nan)",
+        "argmax": "tl.reduce(({acc}, {acc}_index), 1, _argmax_combine)[1]",
+        "argmin": "tl.reduce(({acc}, {acc}_index), 1, _argmin_combine)[1]"}
 
 
 def _next_power_of_2(n: int) -> int:
@@ -184,8 +194,15 @@ class TritonOps(KernelOps):
             return "xmask" if self.xvar in index and not self.full_blocks else None
         return "xmask & rmask" if self.xvar in index else "rmask"
 
-    def load(self, param: str, dtype: torch.dtype, index: str, level: Level) -> Value:
-        options = [f"mask={mask}"] if (mask := self.mask(index)) else []
+    def gathered_mask(self, level: Level) -> str | None:
+        """The mask of a load at computed offsets: every lane past the end may hold any offset."""
+        if self.kernel.kind == "pointwise":
+            return None if self.full_blocks else "xmask"
+        return "xmask & rmask" if level == "element" else "xmask"
+
+    def load(self, param: str, dtype: torch.dtype, index: str, level: Level, gathered: bool = False) -> Value:
+        mask = self.gathered_mask(level) if gathered else self.mask(index)
+        options = [f"mask={mask}"] if mask else []
         if self.kernel.kind == "pointwise" and index == self.xvar and STREAMING_LOADS:
             # each element is read once, by one program: no point keeping it in L2
             options.append(f'eviction_policy="{STREAMING_LOADS}"')
@@ -207,14 +224,53 @@ class TritonOps(KernelOps):
         acc = self.fresh("acc")
         init = self.constant(reduction_identity(op, dtype), dtype)
         self.writer.line(f"{acc} = tl.full([XBLOCK, RBLOCK], {init}, {self.type_name(dtype)})")
+        if op in INDEX_REDUCTIONS:  # beside each lane's best value, its position in the row (none yet)
+            self.writer.line(f"{acc}_index = tl.full([XBLOCK, RBLOCK], {NO_POSITION}, tl.int64)")
         return acc
 
     def reduction_update(self, acc: str, op: str, value: Value) -> None:
         # lanes past the end of the row keep the accumulator as it was
+        if op in INDEX_REDUCTIONS:  # the better of (best, its position) and (value, rindex)
+            best, at = self.fresh("best"), self.fresh("at")
+            # (as a block: a value the same for the whole row may be one scalar)
+            value = f"tl.broadcast_to({self.tensor(value)}, [XBLOCK, RBLOCK])"
+            self.writer.line(f"{best}, {at} = _{op}_combine({acc}, {acc}_index, {value}, {self.rvar})")
+            self.writer.line(f"{acc} = tl.where(rmask, {best}, {acc})")
+            self.writer.line(f"{acc}_index = tl.where(rmask, {at}, {acc}_index)")
+            return
         self.writer.line(f"{acc} = tl.where(rmask, {UPDATE[op].format(acc=acc, value=value)}, {acc})")
 
     def reduction_result(self, acc: str, op: str, dtype: torch.dtype) -> Value:
         return self.assign(f"{FOLD[op].format(acc=acc)}[:, None]", dtype)
+
+    def scan_init(self, op: str, dtype: torch.dtype) -> str:
+        # one running value per row ([XBLOCK, 1]): the scan of the blocks swept so far
+        carry = self.fresh("carry")
+        init = self.constant(reduction_identity(SCAN_REDUCTION[op], dtype), dtype)
+        self.writer.line(f"{carry} = tl.full([XBLOCK, 1], {init}, {self.type_name(dtype)})")
+        if op in INDEX_SCANS:
+            self.writer.line(f"{carry}_index = tl.full([XBLOCK, 1], -1, tl.int64)")
+        return carry
+
+    def scan_update(self, acc: str, op: str, value: Value, dtype: torch.dtype) -> Value:
+        # The block's RBLOCK elements scanned among themselves, then each combined with the carry
+        # (the blocks before); the carry moves on by the whole block. Lanes past the end of the row
+        # come after every real one: they change only the carry after the last block, never read.
+        combine = SCAN_COMBINE[op]
+        block = self.assign(f"tl.broadcast_to({self.tensor(value)}, [XBLOCK, RBLOCK])", value.dtype)
+        if op not in INDEX_SCANS:
+            scanned = self.assign(f"tl.associative_scan({block}, 1, {combine})", value.dtype)
+            result = self.assign(f"{combine}({acc}, {scanned})", dtype)
+            self.writer.line(f"{acc} = {combine}({acc}, tl.reduce({block}, 1, {combine}, keep_dims=True))")
+            return result
+        at = self.assign(f"tl.broadcast_to({self.rvar}.to(tl.int64), [XBLOCK, RBLOCK])", torch.int64)
+        scanned, scanned_at, best, result, whole, whole_at = (
+            self.fresh(p) for p in ("scanned", "scanned_at", "best", "at", "whole", "whole_at"))
+        self.writer.line(f"{scanned}, {scanned_at} = tl.associative_scan(({block}, {at}), 1, {combine})")
+        self.writer.line(f"{best}, {result} = {combine}({acc}, {acc}_index, {scanned}, {scanned_at})")
+        self.writer.line(f"{whole}, {whole_at} = tl.reduce(({block}, {at}), 1, {combine}, keep_dims=True)")
+        self.writer.line(f"{acc}, {acc}_index = {combine}({acc}, {acc}_index, {whole}, {whole_at})")
+        return Value(result, dtype)
 
     @contextlib.contextmanager
     def sweep(self, accumulators: list[tuple[str, str]]) -> Iterator[None]:

@@ -5,6 +5,8 @@ from libdevice, written with core tl ops so one source runs on the GPU and on th
 
 import re
 
+from minicompiler.codegen import triton_special
+
 HEADERS = """
 import triton
 import triton.language as tl
@@ -22,6 +24,57 @@ def _max_nan(a, b):
 @triton.jit
 def _min_nan(a, b):
     return tl.where((a < b) | (a != a), a, b)
+
+
+@triton.jit
+def _mul(a, b):
+    # torch.prod's combine function (Triton has no tl.prod)
+    return a * b
+
+
+@triton.jit
+def _arg_pick(a, a_index, b, b_index, a_beats_b):
+    # argmax/argmin's combine: (a, a_index) if a beats b, is NaN where b is not (torch counts NaN
+    # beyond every number), or ties b (NaNs tie) at an earlier position; else (b, b_index).
+    # With the position in the rule the order of combining does not matter: the first wins.
+    a_nan = a != a
+    tie = (a == b) | (a_nan & (b != b))
+    take_a = a_beats_b | (a_nan & (b == b)) | (tie & (a_index < b_index))
+    return tl.where(take_a, a, b), tl.where(take_a, a_index, b_index)
+
+
+@triton.jit
+def _argmax_combine(a, a_index, b, b_index):
+    return _arg_pick(a, a_index, b, b_index, a > b)
+
+
+@triton.jit
+def _argmin_combine(a, a_index, b, b_index):
+    return _arg_pick(a, a_index, b, b_index, a < b)
+
+
+@triton.jit
+def _add(a, b):
+    # cumsum's combine function
+    return a + b
+
+
+@triton.jit
+def _cum_pick(a, a_index, b, b_index, b_beats_a):
+    # cummax/cummin's combine, b the later: (b, b_index) if b is NaN, or ties or beats a while a is
+    # not NaN (torch's: of equal values the last, and the last NaN once one is met)
+    take_b = (b != b) | ((a == a) & b_beats_a)
+    return tl.where(take_b, b, a), tl.where(take_b, b_index, a_index)
+
+
+@triton.jit
+def _cummax_combine(a, a_index, b, b_index):
+    return _cum_pick(a, a_index, b, b_index, b >= a)
+
+
+@triton.jit
+def _cummin_combine(a, a_index, b, b_index):
+    return _cum_pick(a, a_index, b, b_index, b <= a)
 
 
 @triton.jit
@@ -62,6 +115,16 @@ def _log1p(x):
     u = 1 + x
     r = tl.where(u == 1, x, tl.log(u) * x / (u - 1))
     return tl.where(u == float("inf"), u, r)
+
+
+@triton.jit
+def _log_add_exp(a, b):
+    # logcumsumexp's combine, log(e^a + e^b) as torch's: the larger plus log1p(e^(smaller - larger)),
+    # which cannot overflow; two equal infinities stay what they are (inf - inf would be NaN)
+    high = _max_nan(a, b)
+    low = _min_nan(a, b)
+    same_infinity = (low == high) & (tl.abs(low) == float("inf"))
+    return tl.where(same_infinity, a, _log1p(tl.exp(low - high)) + high)
 
 
 @triton.jit
@@ -166,3 +229,7 @@ def _rint(x):
     r = tl.where((d > 0.5) | ((d == 0.5) & odd), f + 1, f)
     return tl.where(r == 0, x * 0, r)  # -0.4 rounds to -0.0, as nearbyint does
 '''
+
+# The special functions (lgamma's family, erfinv, Bessel I0/I1, ...) come last: they call the helpers
+# above (_pow, _trunc, _negative, _log1p)
+HELPERS = HELPERS.rstrip() + "\n\n\n" + triton_special.HELPERS.strip() + "\n"

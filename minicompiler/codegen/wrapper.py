@@ -40,7 +40,7 @@ from minicompiler.layout import is_channels_last
 
 # Extern ops whose result is always a fresh contiguous tensor. Any other extern (cat,
 # torch_call) may hand back another layout, while kernels read it as contiguous.
-CONTIGUOUS_EXTERNS = frozenset({"matmul", "addmm", "bmm", "clone", "reshape"})
+CONTIGUOUS_EXTERNS = frozenset({"matmul", "addmm", "bmm", "reshape"})
 RESERVED = frozenset({"torch", "ops", "inputs", "call", "float", "channels_last_copy", "reinterpret_tensor"})
 GENERATED_NAME = re.compile(r"(const_|size|s)[0-9]+")
 IDENTIFIER = re.compile(r"(?<![.\w])[A-Za-z_]\w*")  # a name, not an attribute (ops.permute is no buffer)

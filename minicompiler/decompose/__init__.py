@@ -6,6 +6,7 @@ one small function per op.
 """
 
 from minicompiler.decompose import (  # noqa: F401  (fill the table)
+    gathers,
     losses,
     matmul,
     pointwise,
@@ -14,6 +15,7 @@ from minicompiler.decompose import (  # noqa: F401  (fill the table)
     rounding,
     shapes,
     special,
+    special_functions,
 )
 from minicompiler.decompose.table import (
     DECOMPOSITIONS,

@@ -32,7 +32,7 @@ def _canonical_reduction(op: str) -> None:
         return ops.primitive(op, x, reduction_dims(dims, x.meta.ndim), keepdim)
 
 
-for _op in ("sum", "amax", "amin"):
+for _op in ("sum", "amax", "amin", "prod", "argmax", "argmin"):
     _canonical_reduction(_op)
 
 

@@ -43,11 +43,6 @@ def slice_(ops: GraphOps, x: Node, dim: int, start: int | None, end: int | None,
     return ops.primitive("slice", x, dim, start, max(start, end), step)
 
 
-@register_decomposition("cat")
-def cat(ops: GraphOps, tensors: Sequence[Node], dim: int = 0) -> Node:
-    return ops.primitive("cat", tuple(tensors), wrap_dim(dim, tensors[0].meta.ndim))
-
-
 # -- composites ------------------------------------------------------------------------------
 @register_decomposition("transpose")
 def transpose(ops: GraphOps, x: Node, dim0: int, dim1: int) -> Node:
@@ -88,5 +83,5 @@ def select(ops: GraphOps, x: Node, dim: int, index: int) -> Node:
 
 @register_decomposition("contiguous")
 def contiguous(ops: GraphOps, x: Node) -> Node:
-    # a fresh dense copy
-    return ops.clone(x)
+    # x itself where it is dense already (as eager's), else a fresh dense copy
+    return x if x.meta.is_contiguous() else ops.clone(x)

@@ -44,6 +44,8 @@ def plan_buffers(graph: Graph, steps: list[Step]) -> dict[Node, Buffer]:
         step.outputs = [buffers[n] for n in step.nodes if n in buffers]
     for kernel in (s for s in steps if isinstance(s, Kernel)):
         members = set(kernel.nodes)
-        reads = [i for n in kernel.nodes for i in n.inputs() if i not in members and i.op not in INLINE]
+        # constants and indices are computed where they are read, unless load_at reads one (from memory)
+        reads = [i for n in kernel.nodes for i in n.inputs() if i not in members
+                 and (i.op not in INLINE or (n.op == "load_at" and i is n.args[0]))]
         kernel.inputs = [buffers[n] for n in dict.fromkeys(reads)]
     return buffers

@@ -5,7 +5,8 @@ The rules, in the words of the loop nest a kernel becomes:
     kernel's domain), or, in a reduction kernel, if it is one value per row (its shape is the
     reduced shape);
   - a reduction joins if it folds the kernel's domain, over the same dims as the kernel's
-    other reductions (a pointwise kernel becomes a reduction kernel);
+    other reductions (a pointwise kernel becomes a reduction kernel); so does a scan (cumsum,
+    ...), swept along its dim as a reduction is, though its result is an element value;
   - an element value may read a row value only where that value broadcasts along the
     reduced dims (a keepdim=True reduction does; keepdim=False over trailing dims does not);
   - a view joins only where it renames a value of the kernel without moving it: detach, a
@@ -17,6 +18,8 @@ The rules, in the words of the loop nest a kernel becomes:
     value (`x == amax(x)`, x computed) does not join: each sweep recomputes the value, and
     C++'s vectorized and scalar math may differ in the last bit between sweeps, which flips
     the comparison. The value is stored once, in the sweep that reduces it, and read back;
+  - load_at (a gather: flip, pad, cat, embedding, ...) never joins the kernel computing the
+    tensor it reads from: it reads elements other than the loop's own, so that tensor is stored;
   - extern calls never join: torch runs them.
 """
 
@@ -38,9 +41,12 @@ def reduction_dims(node: Node) -> tuple[int, ...]:
     return tuple(sorted({d % ndim for d in dims}))
 
 
+SWEPT = frozenset({"reduction", "scan"})  # the kinds of op computed in a sweep along some dims
+
+
 def iteration_space(node: Node) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(domain, reduction dims) of the loop nest that computes `node` on its own."""
-    if OPS[node.op].kind == "reduction":
+    if OPS[node.op].kind in SWEPT:
         return node.args[0].meta.shape, reduction_dims(node)
     return node.meta.shape, ()
 
@@ -83,13 +89,15 @@ def kernel_refusal(kernel: Kernel, node: Node) -> str | None:
         if node.args[0] not in kernel.nodes:
             return f"{node.args[0].name} is not computed in the kernel"
         return view_refusal(kernel, node)
-    if OPS[node.op].kind == "reduction":
+    if OPS[node.op].kind in SWEPT:
         domain, dims = iteration_space(node)
         if domain != kernel.domain:
             return f"different iteration space: {format_shape(domain)} vs {format_shape(kernel.domain)}"
         if kernel.kind == "reduction" and dims != kernel.reduction_dims:
             return f"reduction over different dims: {dims} vs {kernel.reduction_dims}"
         return None  # its input, if in the kernel, has the domain's shape: an element value
+    if node.op == "load_at" and node.args[0] in kernel.nodes:
+        return f"load_at reads {node.args[0].name} at other elements than its own: it must be in memory"
     shape = node.meta.shape
     row_shapes = (kernel.keepdim_shape, kernel.reduced_shape) if kernel.kind == "reduction" else ()
     if shape != kernel.domain and shape not in row_shapes:

@@ -19,7 +19,7 @@ import torch
 
 from minicompiler.fuse.buffers import plan_buffers
 from minicompiler.fuse.in_place import plan_in_place
-from minicompiler.fuse.rules import can_fuse, iteration_space, kernel_refusal, view_refusal
+from minicompiler.fuse.rules import SWEPT, can_fuse, iteration_space, kernel_refusal, view_refusal
 from minicompiler.fuse.schedule import Alias, ExternCall, FusionDecision, Kernel, Schedule, Step
 from minicompiler.ir.graph import Graph, Node
 from minicompiler.ir.ops import INLINE, OPS
@@ -45,12 +45,12 @@ def fuse(graph: Graph, written_back: Mapping[Node, Node] | None = None) -> Sched
 
 def _start_kernel(node: Node) -> Kernel:
     domain, dims = iteration_space(node)
-    kind = "reduction" if OPS[node.op].kind == "reduction" else "pointwise"
+    kind = "reduction" if OPS[node.op].kind in SWEPT else "pointwise"
     return Kernel("", kind, domain, dims, [node])
 
 
 def _add(kernel: Kernel, node: Node) -> None:
-    if OPS[node.op].kind == "reduction" and kernel.kind == "pointwise":
+    if OPS[node.op].kind in SWEPT and kernel.kind == "pointwise":
         kernel.kind, kernel.reduction_dims = "reduction", iteration_space(node)[1]
     kernel.nodes.append(node)
 
@@ -168,7 +168,8 @@ class _Scheduler:
 
     def _needs_buffer(self, node: Node) -> bool:
         """Does a graph output, an extern or a view read `node` (so it must be in memory)?"""
-        return any(u.op == "output" or OPS[u.op].kind in ("extern", "view") for u in self.users[node])
+        return any(u.op == "output" or OPS[u.op].kind in ("extern", "view") or (u.op == "load_at" and u.args[0] is node)
+                   for u in self.users[node])
 
     def _needed_in_memory(self, kernel: Kernel, view: Node) -> str | None:
         """Why `view` should rather be a buffer aliasing its input's (no copy): the graph's

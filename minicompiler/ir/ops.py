@@ -3,6 +3,7 @@
 Kinds (they decide how the scheduler treats a node):
   pointwise  element by element, with broadcasting and PyTorch's type promotion
   reduction  folds the dims in `dims` (a tuple of ints) of its first argument
+  scan       a running reduction along one dim: the same shape as its input (ir/scans.py)
   view       a new shape or stride over the same elements (no arithmetic)
   extern     a library call kept whole (matmul, conv, ...): never fused, run by torch
   composite  a torch-level op that `decompose` rewrites into the kinds above
@@ -15,6 +16,7 @@ documented on each entry.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -22,6 +24,7 @@ from typing import Any, Literal
 import torch
 import torch.nn.functional as F
 
+from minicompiler.ir.gather import check_indices, load_at
 from minicompiler.ir.graph import Node, TensorMeta, flatten, map_structure
 from minicompiler.ir.symbolic import SymSize
 from minicompiler.ir.symbolic_shapes import (
@@ -34,7 +37,7 @@ from minicompiler.ir.symbolic_shapes import (
     view_strides,
 )
 
-OpKind = Literal["pointwise", "reduction", "view", "extern", "composite"]
+OpKind = Literal["pointwise", "reduction", "scan", "view", "extern", "composite"]
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,24 @@ def _minimum(a: Any, b: Any) -> torch.Tensor:
 OPS["maximum"] = OpDef("maximum", "pointwise", _maximum, "maximum(a, b)")
 OPS["minimum"] = OpDef("minimum", "pointwise", _minimum, "minimum(a, b)")
 
+# Special functions with no closed formula in the ops above: each backend computes them with a
+# helper of its prelude (codegen/cpp_special.py, codegen/triton_special.py), by torch's algorithm.
+for _name, _fn in {
+    "lgamma": torch.lgamma, "digamma": torch.digamma, "trigamma": lambda x: torch.polygamma(1, x),
+    "erfinv": torch.erfinv, "erfcx": torch.special.erfcx, "log_ndtr": torch.special.log_ndtr,
+    "ndtri": torch.special.ndtri, "i0": torch.i0, "i0e": torch.special.i0e, "i1": torch.special.i1,
+    "i1e": torch.special.i1e,
+}.items():
+    register(_name, "pointwise", _fn, f"{_name}(x)")
+register("zeta", "pointwise", torch.special.zeta, "zeta(x, q): the Hurwitz zeta function sum_k (k + q)^-x")
+register("nextafter", "pointwise", torch.nextafter, "nextafter(a, b): the float after a in the direction of b")
+# ... and formulas of them (decompose/special_functions.py)
+register("polygamma", "composite", lambda n, x: torch.polygamma(n, x), "polygamma(n, x): digamma's n-th derivative")
+register("mvlgamma", "composite", lambda x, p: torch.mvlgamma(x, p), "mvlgamma(x, p): the multivariate lgamma")
+
 register("where", "pointwise", torch.where, "where(cond, a, b)")
+# a copy into new contiguous memory: in a kernel, the value stored once more
+register("clone", "pointwise", lambda x: x.clone(memory_format=torch.contiguous_format), "clone(x)")
 register("convert", "pointwise", lambda x, dtype: x.to(dtype), "convert(x, dtype): cast")
 register(
     "full", "pointwise",
@@ -125,11 +145,48 @@ register(
 # ops without tensor inputs: a kernel that reads one computes it where it reads it (no buffer)
 INLINE = frozenset({"full", "iota"})
 
+
+# The one op that reads a buffer anywhere but at the element the loop is at. flip, roll, pad,
+# cat, repeat, gather, embedding, ... are each a formula of coordinates (iota) that says where to
+# read, then one load_at. Its indices are in range: the decompositions clamp or check them.
+register(
+    "load_at", "pointwise", load_at,
+    "load_at(x, indices): out[p] = x[indices[0][p], indices[1][p], ...], one integer tensor (or int) "
+    "per dim of x, broadcast together to out's shape; x must be in memory",
+)
+
 # --- primitives: reductions --------------------------------------------------------------
 # op(x, dims: tuple[int, ...], keepdim: bool). Non-negative dims, sorted.
 register("sum", "reduction", lambda x, dims, keepdim=False: torch.sum(x, dims, keepdim), "sum(x, dims, keepdim)")
 register("amax", "reduction", lambda x, dims, keepdim=False: torch.amax(x, dims, keepdim), "amax(x, dims, keepdim)")
 register("amin", "reduction", lambda x, dims, keepdim=False: torch.amin(x, dims, keepdim), "amin(x, dims, keepdim)")
+
+
+def _over_rows(fn: Callable[..., torch.Tensor], x: torch.Tensor, dims: tuple[int, ...], keepdim: bool) -> torch.Tensor:
+    """fn(rows, -1) with the dims in `dims` (() = all) flattened, row-major, into one last dim."""
+    dims = tuple(d % x.ndim for d in dims) if x.ndim else ()  # (a 0-d x accepts dim 0 and -1)
+    dims = dims or tuple(range(x.ndim))
+    kept = [d for d in range(x.ndim) if d not in dims]
+    rows = x.permute((*kept, *dims)).reshape(*(x.shape[d] for d in kept), math.prod(x.shape[d] for d in dims))
+    result = fn(rows, -1)
+    return result.reshape([1 if d in dims else x.shape[d] for d in range(x.ndim)]) if keepdim else result
+
+
+def _arg_extremum(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    # torch.argmax refuses bool (torch.max(x, dim) does not): as uint8 it orders the same
+    return lambda x, dims, keepdim=False: _over_rows(fn, x.to(torch.uint8) if x.dtype == torch.bool else x,
+                                                     dims, keepdim)
+
+
+# torch.prod folds one dim at a time; integers and bool multiply in int64, as torch's
+register("prod", "reduction", lambda x, dims, keepdim=False: _over_rows(torch.prod, x, dims, keepdim),
+         "prod(x, dims, keepdim)")
+# The position of the first largest (smallest) element in the row, counted row-major over `dims`; a NaN
+# counts as larger (smaller) than any number, the first NaN wins. With all dims it is torch.argmax(x).
+register("argmax", "reduction", _arg_extremum(torch.argmax), "argmax(x, dims, keepdim): int64")
+register("argmin", "reduction", _arg_extremum(torch.argmin), "argmin(x, dims, keepdim): int64")
+# the reductions whose result is a position: they compare values of their input's dtype
+INDEX_REDUCTIONS = frozenset({"argmax", "argmin"})
 
 # --- primitives: views -------------------------------------------------------------------
 register("reshape", "view", lambda x, shape: x.reshape(shape), "reshape(x, shape)")
@@ -147,7 +204,13 @@ register("matmul", "extern", torch.matmul, "matmul(a, b)")
 register("addmm", "extern", torch.addmm, "addmm(bias, a, b) = bias + a @ b")
 register("bmm", "extern", torch.bmm, "bmm(a, b)")
 register("cat", "extern", lambda tensors, dim=0: torch.cat(tensors, dim), "cat(tensors, dim)")
-register("clone", "extern", lambda x: x.clone(memory_format=torch.contiguous_format), "clone(x)")
+
+
+register(
+    "check_indices", "extern", check_indices,
+    "check_indices(index, low, high): index itself, once every element is in [low, high) (else "
+    "IndexError, as eager's): guards a load_at of indices a user gave",
+)
 register(
     "torch_call", "extern",
     lambda fn, *args, **kwargs: fn(*args, **kwargs),
@@ -223,6 +286,15 @@ _COMPOSITES: dict[str, Callable[..., torch.Tensor]] = {
     "tril": lambda x, diagonal=0: torch.tril(x, diagonal), "triu": lambda x, diagonal=0: torch.triu(x, diagonal),
     "round_decimals": lambda x, decimals: torch.round(x, decimals=decimals),
     "div_rounded": lambda a, b, rounding_mode: torch.div(a, b, rounding_mode=rounding_mode),  # floating only
+    # gathers: one load_at each, at a formula of the output's coordinates (decompose/gathers.py)
+    "flip": lambda x, dims: torch.flip(x, dims), "roll": lambda x, shifts, dims: torch.roll(x, shifts, dims),
+    "repeat": lambda x, repeats: x.repeat(repeats),
+    "pad": lambda x, pad, mode="constant", value=None: F.pad(x, pad, mode, value),
+    "gather": lambda x, dim, index: torch.gather(x, dim, index),
+    "index_select": lambda x, dim, index: torch.index_select(x, dim, index), "take": torch.take,
+    "embedding": lambda ids, weight, padding_idx=None: F.embedding(ids, weight, padding_idx),
+    "diag_embed": lambda x, offset=0, dim1=-2, dim2=-1: torch.diag_embed(x, offset, dim1, dim2),
+    "diagonal_copy": lambda x, offset=0, dim1=0, dim2=1: torch.diagonal_copy(x, offset, dim1, dim2),
     # reductions written with sum/amax/amin (decompose/reductions.py); dims as in torch
     "logsumexp": lambda x, dims, keepdim=False: torch.logsumexp(x, dims, keepdim),
     "vector_norm": lambda x, ord=2, dims=None, keepdim=False: torch.linalg.vector_norm(x, ord, dims, keepdim),
@@ -286,11 +358,15 @@ def _run_on_one_element(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 
     if op in INLINE:  # full(shape, value, dtype), iota(shape, dim, dtype): nothing to infer
         return tuple(args[0]), args[2]
+    if op == "load_at":  # x's dtype, the indices' broadcast shape
+        return broadcast([i.meta.shape for i in args[1] if isinstance(i, Node)]), args[0].meta.dtype
     kwargs = {k: ("cpu" if k == "device" else v) for k, v in kwargs.items()}
     dtype = OPS[op].impl(*map_structure(tiny, args), **map_structure(tiny, kwargs)).dtype
     tensors = [a.meta.shape for a in flatten(args) if isinstance(a, Node)]
     if OPS[op].kind == "pointwise":
         return broadcast(tensors), dtype
+    if OPS[op].kind == "scan":
+        return args[0].meta.shape, dtype
     dims = args[1] if len(args) > 1 else kwargs.get("dims", ())
     keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
     return reduced(args[0].meta.shape, dims, keepdim), dtype
@@ -337,7 +413,7 @@ def infer_meta(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Tensor
     if op not in OPS:
         raise KeyError(f"unknown op {op!r}: add it to minicompiler/ir/ops.py")
 
-    if OPS[op].kind in ("pointwise", "reduction"):
+    if OPS[op].kind in ("pointwise", "reduction", "scan"):
         shape, dtype = _run_on_one_element(op, args, kwargs)
         strides = None
     else:

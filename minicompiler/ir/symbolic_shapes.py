@@ -14,6 +14,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from minicompiler.ir.gather import accumulate_at
 from minicompiler.ir.graph import Node, TensorMeta, contiguous_strides, flatten, map_structure
 from minicompiler.ir.symbolic import SymSize, is_symbolic
 
@@ -23,7 +24,7 @@ ShapeRule = Callable[..., Shape]
 # Ops whose result has the shape of their first argument (elementwise, or normalizing along dims).
 SAME_SHAPE = frozenset({
     "sigmoid", "relu", "gelu", "silu", "clamp", "softmax", "log_softmax", "layer_norm", "square",
-    "contiguous", "softplus", "leaky_relu", "hardtanh", "clone", "detach",
+    "contiguous", "softplus", "leaky_relu", "hardtanh", "clone", "detach", "flip", "roll", "check_indices",
 })
 
 
@@ -195,6 +196,12 @@ RULES: dict[str, ShapeRule] = {
     "full": lambda shape, *rest, **kw: tuple(shape),
     "iota": lambda shape, *rest, **kw: tuple(shape),
     "lerp": lambda *args: broadcast([_shape(a) for a in args if isinstance(a, Node)]),
+    "embedding": lambda ids, weight, *rest: _shape(ids) + _shape(weight)[1:],
+    "gather": lambda x, dim, index: _shape(index),
+    "take": lambda x, index: _shape(index),
+    "repeat": lambda x, repeats: tuple(n * r for n, r in zip((1,) * (len(repeats) - len(_shape(x))) + _shape(x),
+                                                              repeats, strict=True)),
+    "pad": lambda x, pad, *rest: _padded(_shape(x), pad),
     "addcmul": lambda *args, **kw: broadcast([_shape(a) for a in args if isinstance(a, Node)]),
 }
 
@@ -213,6 +220,7 @@ TORCH_CALL_RULES: dict[Callable[..., Any], ShapeRule] = {
     # the queries' rows, the values' width (replace/attention.py makes these calls)
     F.scaled_dot_product_attention: lambda q, k, v, *rest, **kw: _shape(q)[:-1] + _shape(v)[-1:],
     torch.arange: _arange,
+    accumulate_at: lambda shape, indices, grad: tuple(shape),
 }
 
 
@@ -220,6 +228,14 @@ def _torch_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Shape:
     if fn not in TORCH_CALL_RULES:
         raise _NoRule
     return TORCH_CALL_RULES[fn](*args, **kwargs)
+
+
+def _padded(x: Shape, pad: Any) -> Shape:
+    """F.pad's result: (before, after) pairs for the last dim, then the one before it, ..."""
+    shape = list(x)
+    for k in range(len(pad) // 2):
+        shape[-1 - k] = shape[-1 - k] + pad[2 * k] + pad[2 * k + 1]
+    return tuple(shape)
 
 
 def _cat(shapes: list[Shape], dim: int) -> Shape:

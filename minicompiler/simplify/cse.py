@@ -32,7 +32,7 @@ def eliminate_common_subexpressions(graph: Graph, log: list[str] | None = None) 
     first: dict[Any, tuple[Node, Node]] = {}  # key -> (node in the new graph, the node it came from)
 
     def rule(new: Graph, node: Node, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Node | None:
-        if not is_pure(node):
+        if not is_pure(node) or node.op == "clone":  # two copies of x are two tensors: a.add_(1) leaves b
             return None
         key = (node.op, _key(args), _key(kwargs))
         if key in first:

@@ -80,6 +80,13 @@ SAMPLES: dict[str, list[Sample]] = {
     "acosh": [lambda: (positive(3, 4) + 1,)],
     "atan2": [lambda: (randn(3, 1, 4), randn(5, 4)), lambda: (randn(3, 4), randn(dtype=torch.float64))],
     "fmod": [lambda: (randn(3, 1, 4), positive(5, 4)), lambda: (randn(3, 4), -2.5)],
+    # special functions (autograd/special_rules.py)
+    **{op: [lambda: (randn(3, 4) * 3,), lambda: (randn(),)] for op in ["lgamma", "digamma", "trigamma", "erfcx",
+                                                                        "log_ndtr", "i0", "i0e", "i1", "i1e"]},
+    "erfinv": [lambda: (torch.rand(3, 4, dtype=torch.float64) * 1.8 - 0.9,)],
+    "ndtri": [lambda: (torch.rand(3, 4, dtype=torch.float64) * 0.98 + 0.01,)],
+    "zeta": [lambda: (3.0, positive(3, 4)), lambda: (2.0, randn(3, 4))],  # (torch: no derivative in x)
+    "nextafter": [lambda: (randn(3, 4), randn(3, 4)), lambda: (randn(3, 1), randn(4))],
     "logical_not": [lambda: (with_zeros(randn(3, 4)),)],
     **{op: BROADCAST_PAIRS for op in ["add", "sub", "mul"]},
     "div": [lambda: (randn(3, 1, 4), positive(5, 4)), lambda: (randn(3, 4), 2.5), lambda: (1.5, positive(4))],
@@ -112,7 +119,15 @@ SAMPLES: dict[str, list[Sample]] = {
         lambda: (randn(3, 4, 5), (1,), True),
         lambda: (randn(3, 4), ()),  # () reduces every dim
     ],
-    **{op: ARGMAX_LIKE for op in ["amax", "amin"]},
+    **{op: ARGMAX_LIKE for op in ["amax", "amin", "argmax", "argmin"]},
+    **{op: [lambda: (small_ints(4, 5), 1), lambda: (randn(3, 4, 2), 0)] for op in ["cumsum", "cummax_index",
+                                                                               "cummin_index"]},
+    "prod": [  # rows with no zero, one, several (the gradient at a zero is the product of the others)
+        lambda: (with_zeros(randn(3, 4, 5)), (0, 2), False),
+        lambda: (with_zeros(randn(6, 3)), (0,), True),
+        lambda: (randn(3, 4), ()),
+        lambda: (randn(), ()),
+    ],
     "reshape": [lambda: (randn(3, 4), (2, 6)), lambda: (randn(3, 4), (12,))],
     "permute": [lambda: (randn(2, 3, 4), (2, 0, 1)), lambda: (randn(2, 3), (-1, 0))],
     "expand": [lambda: (randn(3, 1), (2, 3, 5)), lambda: (randn(), (4,))],

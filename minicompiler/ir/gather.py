@@ -1,0 +1,34 @@
+"""What `load_at` (the op table's one gather) means, run by torch: the reference interpreter and
+shape inference run `load_at`; `check_indices` guards it where a user gives the indices; and
+`accumulate_at` is its backward, the adjoint that the VJP rule calls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+def load_at(x: torch.Tensor, indices: tuple[Any, ...]) -> torch.Tensor:
+    """out[p] = x[indices[0][p], indices[1][p], ...]: one index (a tensor or an int) per dim of x."""
+    return x[tuple(torch.as_tensor(i, device=x.device) for i in indices)]
+
+
+def check_indices(index: torch.Tensor, low: int, high: int) -> torch.Tensor:
+    """`index` itself, once every element is in [low, high); else IndexError, as eager raises."""
+    if index.device.type == "meta" or index.numel() == 0:
+        return index
+    if index.device.type == "cpu":
+        if bool(index.min() < low) or bool(index.max() >= high):
+            bad = index[(index < low) | (index >= high)][0].item()
+            raise IndexError(f"index {bad} is out of bounds for a dim of size {high - max(low, 0)}")
+    else:  # no wait for the GPU: the next kernel fails if this does
+        torch._assert_async(((index >= low) & (index < high)).all(), "index out of bounds")
+    return index
+
+
+def accumulate_at(shape: tuple[int, ...], indices: tuple[Any, ...], grad: torch.Tensor) -> torch.Tensor:
+    """Zeros of `shape` with each element of `grad` added at its `indices` (load_at's backward:
+    an element read twice, as by repeat or a gather, gets both gradients)."""
+    index = tuple(torch.as_tensor(i, device=grad.device) for i in indices)
+    return torch.zeros(shape, dtype=grad.dtype, device=grad.device).index_put_(index, grad, accumulate=True)
