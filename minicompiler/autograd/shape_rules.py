@@ -63,11 +63,34 @@ def vjp_prod(ops: GraphOps, g: Node, y: Node, x: Node, dims: tuple[int, ...], ke
     return (ops.where(zero, at_zero, ops.mul(g, ops.div(y, x))),)
 
 
+def _suffix_sum(ops: GraphOps, t: Node, dim: int) -> Node:
+    """The sum of t_j for j >= i along dim: a cumsum from the row's end. Kernels sweep a row one way
+    only, so it is written as the row's total less the cumsum before i, in float64: the subtraction's
+    rounding error is of the order of the total's, far below a float32 ulp of the result."""
+    wide = t if t.meta.dtype == torch.float64 else ops.convert(t, torch.float64)
+    suffix = ops.add(ops.sub(ops.sum(wide, (dim,), True), ops.cumsum(wide, dim)), wide)
+    return suffix if wide is t else ops.convert(suffix, t.meta.dtype)
+
+
 @vjp("cumsum")  # y_j = sum of x_i for i <= j, so x_i's gradient is the sum of g_j for j >= i
 def vjp_cumsum(ops: GraphOps, g: Node, y: Node, x: Node, dim: int) -> Grads:
-    # a cumsum from the row's end, as torch's; kernels sweep a row one way only, so it is written as
-    # the row's total less the cumsum before i (rounding errors of the order of the total's)
-    return (ops.add(ops.sub(ops.sum(g, (dim,), True), ops.cumsum(g, dim)), g),)
+    return (_suffix_sum(ops, g, dim),)
+
+
+@vjp("cumprod")  # x_i's gradient: the sum over j >= i of g_j times y_j without its factor x_i
+def vjp_cumprod(ops: GraphOps, g: Node, y: Node, x: Node, dim: int) -> Grads:
+    # Before a row's first zero z that is suffix_sum(g y) / x_i (torch's formula). After z every
+    # product has the factor 0 whatever x_i is: 0. At z, the products before it (the cumprod with
+    # x_z taken as 1) times the sum over j >= z of g_j times the product of x_k for z < k <= j.
+    zero = ops.eq(x, 0)
+    zeros_so_far = ops.cumsum(ops.convert(zero, torch.int64), dim)
+    before = ops.eq(zeros_so_far, 0)
+    first = ops.logical_and(zero, ops.eq(zeros_so_far, 1))
+    before_zero = ops.div(_suffix_sum(ops, ops.mul(g, y), dim), x)
+    leading = ops.cumprod(ops.where(before, x, 1.0), dim)  # at z: the product of the x_k before it
+    trailing = ops.where(before, 0.0, ops.cumprod(ops.where(ops.logical_or(before, first), 1.0, x), dim))
+    at_zero = ops.mul(leading, _suffix_sum(ops, ops.mul(g, trailing), dim))
+    return (ops.where(before, before_zero, ops.where(first, at_zero, 0.0)),)
 
 
 # --- views -----------------------------------------------------------------------------------

@@ -11,8 +11,9 @@ from typing import Any
 
 import torch
 
-from minicompiler.autograd.vjp import Grads, GraphOps, vjp
+from minicompiler.autograd.vjp import NOT_DIFFERENTIABLE, Grads, GraphOps, vjp
 from minicompiler.ir import Node
+from minicompiler.ir.ops import BESSEL_FUNCTIONS, ORTHOGONAL_POLYNOMIALS
 
 
 def _safe_i1_over_x(ops: GraphOps, x: Node, y: Node, scaled: bool) -> Node:
@@ -64,3 +65,9 @@ def vjp_zeta(ops: GraphOps, g: Node, y: Node, x: Any, q: Any) -> Grads:
 @vjp("nextafter")  # a step to the neighbouring float: torch passes the gradient to a as is, none to b
 def vjp_nextafter(ops: GraphOps, g: Node, y: Node, a: Node, b: Node) -> Grads:
     return g, ops.mul(g, 0.0)
+
+
+# torch.special's Bessel J, Y, K (and its own I0, I1), Airy Ai and orthogonal polynomials: torch's
+# backward raises "not implemented" for each, so a graph that needs their gradient must not invent
+# one. It runs in eager instead, and raises as torch does.
+NOT_DIFFERENTIABLE.update(dict.fromkeys(BESSEL_FUNCTIONS + ORTHOGONAL_POLYNOMIALS, "torch has no derivative for it"))

@@ -63,7 +63,7 @@ NO_GRADIENT = frozenset({
 # Ops we cannot differentiate at all.
 NOT_DIFFERENTIABLE = {"torch_call_vjp": "it is itself a gradient (compiled code has no double backward)"}
 # scans without a rule: capture keeps them torch calls where their input needs a gradient
-NOT_DIFFERENTIABLE.update(dict.fromkeys(("cumprod", "cummax", "cummin", "logcumsumexp"), "no VJP rule yet"))
+NOT_DIFFERENTIABLE.update(dict.fromkeys(("cummax", "cummin", "logcumsumexp"), "no VJP rule yet"))
 
 
 def vjp(*ops: str) -> Callable[[VJPRule], VJPRule]:

@@ -9,14 +9,19 @@ and `concrete.py` (running the breaking instruction for real).
 """
 
 from minicompiler.capture import (  # noqa: F401  (fill the tables)
+    torch_aten_internals,
+    torch_class_losses,
     torch_factories,
     torch_formulas,
     torch_gathers,
     torch_losses,
     torch_masked,
     torch_norms,
+    torch_pooling,
     torch_products,
     torch_reductions,
+    torch_resizing,
+    torch_searches,
     torch_special,
     torch_splits,
 )

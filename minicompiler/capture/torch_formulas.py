@@ -48,6 +48,12 @@ lowers(torch.sgn, methods=["sgn"])(  # sign for real numbers
     lambda g, x: g.call("sign", x) if not x.meta.dtype.is_complex else extern(g, torch.sgn, x))
 
 
+# a real tensor is its own conjugate (conj and the resolve_* views give x itself, conj_physical a copy)
+for _fn in (torch.conj, torch.resolve_conj, torch.resolve_neg):
+    lowers(_fn, methods=[_fn.__name__])(
+        lambda g, x, _fn=_fn: x if not x.meta.dtype.is_complex else extern(g, _fn, x))
+lowers(torch.conj_physical, methods=["conj_physical"])(
+    lambda g, x: g.call("clone", x) if not x.meta.dtype.is_complex else extern(g, torch.conj_physical, x))
 # a real tensor is its own real part, and real everywhere (NaN included); complex ones stay whole
 lowers(torch.real)(lambda g, x: x if not x.meta.dtype.is_complex else extern(g, torch.real, x))
 lowers(torch.isreal, methods=["isreal"])(lambda g, x: extern(g, torch.isreal, x) if x.meta.dtype.is_complex else

@@ -220,3 +220,57 @@ def view_copy(g: Graph, x: Node, size: Any) -> Node:
     if isinstance(size, torch.dtype):  # the bits read as another dtype: torch does it
         return extern(g, torch.view_copy, x, size)
     return _copy_of("view")(g, x, size)
+
+
+# --- writing src into part of x ---------------------------------------------------------
+@lowers(torch.slice_scatter, methods=["slice_scatter"])
+def slice_scatter(g: Graph, x: Node, src: Node, dim: int = 0, start: int | None = None, end: int | None = None,
+                  step: int = 1) -> Node:
+    if _complex(x) or x.meta.ndim == 0:
+        return extern(g, torch.slice_scatter, x, src, dim, start, end, step)
+    return g.call("slice_scatter", x, src, dim, start, end, step)
+
+
+@lowers(torch.select_scatter, methods=["select_scatter"])
+def select_scatter(g: Graph, x: Node, src: Node, dim: int, index: int) -> Node:
+    # src (x without dim) where x's coordinate along dim is index, x elsewhere: a where
+    if _complex(x) or x.meta.ndim == 0:
+        return extern(g, torch.select_scatter, x, src, dim, index)
+    d = norm_dim(dim, x.meta.ndim)
+    size = x.meta.shape[d]
+    if not -size <= index < size:
+        return extern(g, torch.select_scatter, x, src, dim, index)  # (torch raises)
+    along = g.call("iota", tuple(size if i == d else 1 for i in range(x.meta.ndim)), d, torch.int64,
+                   x.meta.device)
+    value = g.call("convert", g.call("unsqueeze", src, d), x.meta.dtype)
+    return g.call("where", g.call("eq", along, index % size), value, x)
+
+
+@lowers(torch.diagonal_scatter, methods=["diagonal_scatter"])
+def diagonal_scatter(g: Graph, x: Node, src: Node, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Node:
+    if _complex(x) or x.meta.ndim < 2:
+        return extern(g, torch.diagonal_scatter, x, src, offset, dim1, dim2)
+    return g.call("diagonal_scatter", x, src, offset, dim1, dim2)
+
+
+@lowers(torch.index_fill, methods=["index_fill"])
+def index_fill(g: Graph, x: Node, dim: int, index: Node, value: Any) -> Node:
+    if _complex(x) or x.meta.ndim == 0 or (isinstance(value, Node) and value.meta.ndim):
+        return extern(g, torch.index_fill, x, dim, index, value)
+    return g.call("index_fill", x, dim, index, value)
+
+
+@lowers(torch.block_diag)
+def block_diag(g: Graph, *tensors: Node) -> Node:
+    if not tensors or any(_complex(t) or t.meta.ndim > 2 for t in tensors):
+        return extern(g, torch.block_diag, *tensors)
+    return g.call("block_diag", *tensors)
+
+
+@lowers(torch.cartesian_prod)
+def cartesian_prod(g: Graph, *tensors: Node) -> Node:
+    if len(tensors) == 1:  # the tensor itself, as torch returns it
+        return tensors[0]
+    if any(_complex(t) or t.meta.ndim != 1 for t in tensors):
+        return extern(g, torch.cartesian_prod, *tensors)
+    return g.call("cartesian_prod", *tensors)

@@ -192,3 +192,36 @@ def diff(g: Graph, x: Any, n: int = 1, dim: int = -1, prepend: Any = None, appen
     for _ in range(min(n, x.meta.shape[dim])):  # each step is one shorter: none is left after size steps
         x = g.call(subtract, slice_dim(g, x, dim, slice(1, None)), slice_dim(g, x, dim, slice(None, -1)))
     return x
+
+
+@lowers(torch.trapezoid, torch.trapz)
+def trapezoid(g: Graph, y: Any, x: Any = None, *, dx: float | None = None, dim: int = -1) -> Node:
+    # the trapezoid rule along dim: sum of (y[i+1] + y[i]) / 2 times the step, dx or x[i+1] - x[i]
+    if not _real_floats(y) or (x is not None and not isinstance(x, Node)) or y.meta.ndim == 0:
+        return extern(g, torch.trapezoid, y, x, dx=dx, dim=dim) if x is not None else \
+            extern(g, torch.trapezoid, y, dx=1.0 if dx is None else dx, dim=dim)
+    dim = norm_dim(dim, y.meta.ndim)
+    if y.meta.shape[dim] == 0:
+        return g.call("sum", y, (dim,), False)  # zeros, as torch's
+    heights = g.call("add", slice_dim(g, y, dim, slice(1, None)), slice_dim(g, y, dim, slice(None, -1)))
+    if x is None:
+        return g.call("mul", g.call("sum", heights, (dim,), False), 0.5 * (1.0 if dx is None else dx))
+    if x.meta.ndim == 1:  # one row of sample points for every row of y
+        x = g.call("reshape", x, tuple(x.meta.shape[0] if d == dim else 1 for d in range(y.meta.ndim)))
+    xdim = dim - (y.meta.ndim - x.meta.ndim)
+    steps = g.call("sub", slice_dim(g, x, xdim, slice(1, None)), slice_dim(g, x, xdim, slice(None, -1)))
+    return g.call("div", g.call("sum", g.call("mul", steps, heights), (dim,), False), 2.0)
+
+
+@lowers(methods=["sum_to_size"])
+def sum_to_size(g: Graph, x: Node, *size: Any) -> Node:
+    # x summed down to `size` (which x broadcasts to): over its extra leading dims, and over each
+    # dim where size has 1 and x does not (kept, as size 1)
+    size = tuple(size[0]) if len(size) == 1 and not isinstance(size[0], int) else tuple(size)
+    lead = x.meta.ndim - len(size)
+    if lead < 0 or x.meta.dtype.is_complex:
+        return extern(g, torch.Tensor.sum_to_size, x, size)
+    kept = tuple(lead + d for d, n in enumerate(size) if n == 1 and x.meta.shape[lead + d] != 1)
+    if kept:
+        x = g.call("sum", x, kept, True)
+    return g.call("sum", x, tuple(range(lead)), False) if lead else x

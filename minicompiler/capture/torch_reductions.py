@@ -19,7 +19,7 @@ import torch
 
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.torch_ops import Lowering, extern, lowers, norm_dim, reduce_dims
-from minicompiler.capture.torch_views import needs_grad
+from minicompiler.capture.torch_views import needs_grad, slice_dim
 from minicompiler.ir import Graph, Node
 
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])  # like torch.return_types.max
@@ -97,13 +97,13 @@ def scan(g: Graph, op: str, x: Node, dim: int) -> Node:
     return g.call(op, x, norm_dim(dim, x.meta.ndim))
 
 
-# Only cumsum has a gradient rule here (a reversed cumsum, autograd/shape_rules.py); the others,
-# where their input needs one, stay torch calls, which torch autograd differentiates.
+# cumsum and cumprod have gradient rules (autograd/shape_rules.py); logcumsumexp and cummax/cummin's
+# values, where their input needs a gradient, stay torch calls, which torch autograd differentiates.
 def _running(op: str, fn: Any) -> Lowering:
     """cumsum / cumprod (integers and bool in int64; dtype= converts first) and logcumsumexp."""
 
     def lowering(g: Graph, x: Node, dim: int, *, dtype: Any = None) -> Node:
-        if op != "cumsum" and needs_grad(x):
+        if op == "logcumsumexp" and needs_grad(x):
             return extern(g, fn, x, dim) if dtype is None else extern(g, fn, x, dim, dtype=dtype)
         return scan(g, op, x if dtype is None else g.call("convert", x, dtype), dim)
 
@@ -114,6 +114,7 @@ for _op in ("cumsum", "cumprod", "logcumsumexp"):
     lowers(getattr(torch, _op), methods=[_op])(_running(_op, getattr(torch, _op)))
 
 
+# cummax/cummin's values, as torch calls where x needs a gradient (a torch call holds one tensor)
 def cummax_values(x: torch.Tensor, dim: int) -> torch.Tensor:
     return torch.cummax(x, dim).values
 
@@ -134,3 +135,25 @@ def _running_extremum(name: str, values_of: Any) -> Lowering:
 
 lowers(torch.cummax, methods=["cummax"])(_running_extremum("cummax", cummax_values))
 lowers(torch.cummin, methods=["cummin"])(_running_extremum("cummin", cummin_values))
+
+
+@lowers(torch.cumulative_trapezoid)
+def cumulative_trapezoid(g: Graph, y: Any, x: Any = None, *, dx: Any = None, dim: int = -1) -> Node:
+    # the running sum of the trapezoids between neighbours along dim, written as torch's
+    # (aten/native/Integration.cpp): cumsum(dx / 2 * (left + right)), or, with sample points x,
+    # cumsum((left + right) * diff(x)) / 2 (x 1-d lies along dim; fewer dims are leading ones)
+    numbers = isinstance(y, Node) and y.meta.ndim and y.meta.dtype != torch.bool  # (torch rejects bool)
+    points = x is None or (isinstance(x, Node) and dx is None and x.meta.dtype != torch.bool
+                           and x.meta.ndim <= y.meta.ndim)
+    if not (numbers and points):
+        return extern(g, torch.cumulative_trapezoid, y, x, dx=dx, dim=dim)
+    d = norm_dim(dim, y.meta.ndim)
+    pairs = g.call("add", slice_dim(g, y, d, slice(None, -1)), slice_dim(g, y, d, slice(1, None)))
+    if x is None:
+        return scan(g, "cumsum", g.call("mul", (1.0 if dx is None else dx) / 2.0, pairs), d)
+    shape = tuple(x.meta.shape[0] if i == d else 1 for i in range(y.meta.ndim)) if x.meta.ndim == 1 else (
+        (1,) * (y.meta.ndim - x.meta.ndim) + tuple(x.meta.shape))
+    x = g.call("reshape", x, shape) if shape != x.meta.shape else x
+    width = g.call("sub", slice_dim(g, x, d, slice(1, None)), slice_dim(g, x, d, slice(None, -1)))
+    return g.call("div", scan(g, "cumsum", g.call("mul", pairs, width), d), 2.0)
+

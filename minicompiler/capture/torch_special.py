@@ -14,6 +14,7 @@ import torch
 
 from minicompiler.capture.torch_ops import Lowering, extern, lowers
 from minicompiler.ir import Graph, Node
+from minicompiler.ir.ops import BESSEL_FUNCTIONS, ORTHOGONAL_POLYNOMIALS
 
 
 def _real(x: Any) -> bool:
@@ -76,3 +77,28 @@ def nextafter(g: Graph, x: Any, other: Any) -> Node:
             and other.meta.dtype == x.meta.dtype):
         return extern(g, torch.nextafter, x, other)
     return g.call("nextafter", x, other)
+
+
+# torch.special's Bessel and Airy functions (a tensor x) and orthogonal polynomials (x and a degree n,
+# either a tensor or a number): primitives of their own. Eager has no float16/bfloat16 kernel for them
+# (it raises), and integers and bools become the default float type, as torch.special.i0's do.
+def _exact_kernel(*args: Any) -> bool:
+    tensors = [a for a in args if isinstance(a, Node)]
+    return bool(tensors) and all(isinstance(a, Node | int | float) and not isinstance(a, bool) for a in args) and all(
+        not t.meta.dtype.is_complex and t.meta.dtype not in (torch.float16, torch.bfloat16) for t in tensors)
+
+
+def _bessel(op: str) -> Lowering:
+    fn = getattr(torch.special, op)
+    return lambda g, x: g.call(op, x) if _exact_kernel(x) else extern(g, fn, x)
+
+
+def _polynomial(op: str) -> Lowering:
+    fn = getattr(torch.special, op)
+    return lambda g, x, n: g.call(op, x, n) if _exact_kernel(x, n) else extern(g, fn, x, n)
+
+
+for _op in BESSEL_FUNCTIONS:
+    lowers(getattr(torch.special, _op))(_bessel(_op))
+for _op in ORTHOGONAL_POLYNOMIALS:
+    lowers(getattr(torch.special, _op))(_polynomial(_op))

@@ -35,7 +35,8 @@ from minicompiler.codegen.common import (
 )
 from minicompiler.fuse.schedule import Kernel
 from minicompiler.ir.graph import Node, TensorMeta
-from minicompiler.ir.ops import COMPARISONS, INDEX_REDUCTIONS, OPS
+from minicompiler.ir.ops import COMPARISONS, OPS
+from minicompiler.ir.reductions import INDEX_REDUCTIONS
 from minicompiler.ir.scans import INDEX_SCANS
 from minicompiler.ir.symbolic import SymSize, size_hint
 

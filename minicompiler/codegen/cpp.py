@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from minicompiler.codegen import cpp_prelude, cpp_special
+from minicompiler.codegen import cpp_bessel, cpp_prelude, cpp_special, orthogonal_polynomials
 from minicompiler.codegen.body import BodyWriter, in_place_params, input_params, output_params, param_name
 from minicompiler.codegen.common import (
     CodegenError,
@@ -41,7 +41,7 @@ from minicompiler.codegen.common import (
 from minicompiler.codegen.sizes import Extent, KernelSizes, index_terms, render_index
 from minicompiler.fuse.schedule import Kernel
 from minicompiler.ir.graph import Node
-from minicompiler.ir.ops import INDEX_REDUCTIONS
+from minicompiler.ir.reductions import INDEX_REDUCTIONS
 from minicompiler.ir.scans import INDEX_SCANS, SCAN_REDUCTION
 from minicompiler.runtime import loader
 
@@ -74,6 +74,8 @@ TEMPLATES = {
     "sigmoid": "1 / (1 + std::exp(-{0}))",
     "signbit": "sign_bit({0})", "atan2": "std::atan2({0}, {1})", "fmod": "c_fmod({0}, {1})",
     **cpp_special.TEMPLATES,  # lgamma, digamma, zeta, erfinv, erfcx, ndtri, Bessel I0/I1, ...
+    **cpp_bessel.TEMPLATES,  # Bessel J, Y, K, Airy Ai
+    **orthogonal_polynomials.CPP_TEMPLATES,  # Chebyshev, Hermite, Laguerre, Legendre
 }
 REDUCE = {"sum": "{acc} + {value}", "prod": "{acc} * {value}", "amax": "max_propagate_nan({acc}, {value})",
           "amin": "min_propagate_nan({acc}, {value})",

@@ -5,7 +5,7 @@ C's remainders, the sign bit, fast float32 sin/cos, half-precision conversions.
 
 import re
 
-from minicompiler.codegen import cpp_special
+from minicompiler.codegen import cpp_bessel, cpp_special, orthogonal_polynomials
 
 HEADERS = r"""
 // -fno-finite-math-only (for correct NaN/inf) makes GCC drop __FAST_MATH__, which glibc reads
@@ -148,5 +148,7 @@ inline uint16_t float_to_bf16(float value) {
 """
 
 # The special functions (lgamma's family, erfinv, Bessel I0/I1, ...) come last: they may call the
-# helpers above (sign_bit)
+# helpers above (sign_bit); then the Bessel J, Y, K and Airy functions, which call theirs, and the
+# orthogonal polynomials
 HELPERS = HELPERS.rstrip() + "\n\n" + cpp_special.HELPERS.strip() + "\n"
+HELPERS += "\n" + cpp_bessel.HELPERS.strip() + "\n\n" + orthogonal_polynomials.CPP_HELPERS.strip() + "\n"

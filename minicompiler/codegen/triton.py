@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 import torch
 
-from minicompiler.codegen import triton_prelude, triton_special
+from minicompiler.codegen import orthogonal_polynomials, triton_bessel, triton_prelude, triton_special
 from minicompiler.codegen.body import BodyWriter, in_place_params, input_params, output_params, param_name
 from minicompiler.codegen.common import (
     CodegenError,
@@ -38,7 +38,7 @@ from minicompiler.codegen.common import (
 )
 from minicompiler.codegen.sizes import KernelSizes, Symbol
 from minicompiler.fuse.schedule import Kernel
-from minicompiler.ir.ops import INDEX_REDUCTIONS
+from minicompiler.ir.reductions import INDEX_REDUCTIONS
 from minicompiler.ir.scans import INDEX_SCANS, SCAN_REDUCTION
 from minicompiler.ir.symbolic import size_hint
 
@@ -77,6 +77,8 @@ TEMPLATES = {
     "signbit": "_negative({0})", "atan2": "_atan2({0}, {1})",  # signbit: a NaN counts as positive
     "fmod": "{0} % {1}",  # Triton's % is C's: the sign of the dividend, floats too
     **triton_special.TEMPLATES,  # lgamma, digamma, zeta, erfinv, erfcx, ndtri, Bessel I0/I1, ...
+    **triton_bessel.TEMPLATES,  # Bessel J, Y, K, Airy Ai
+    **orthogonal_polynomials.TRITON_TEMPLATES,  # Chebyshev, Hermite, Laguerre, Legendre
 }
 # ops whose Triton spelling takes Python numbers as operands; the rest need tensors
 TAKES_NUMBERS = frozenset({
@@ -201,6 +203,8 @@ class TritonOps(KernelOps):
         return "xmask & rmask" if level == "element" else "xmask"
 
     def load(self, param: str, dtype: torch.dtype, index: str, level: Level, gathered: bool = False) -> Value:
+        if gathered:  # an offset read from one element is a scalar: make it a block, to match the mask
+            index = f"{index} + 0 * {self.block_index(level)}"
         mask = self.gathered_mask(level) if gathered else self.mask(index)
         options = [f"mask={mask}"] if mask else []
         if self.kernel.kind == "pointwise" and index == self.xvar and STREAMING_LOADS:
@@ -211,10 +215,14 @@ class TritonOps(KernelOps):
             return self.assign(f"{text}.to(tl.float32)", torch.float32)
         return self.assign(text, dtype)
 
+    def block_index(self, level: Level) -> str:
+        """An index of the block's whole shape at `level` (times 0, it turns a scalar into a block)."""
+        per_element = level == "element" and self.kernel.kind == "reduction"
+        return f"({self.xvar} + {self.rvar})" if per_element else self.xvar
+
     def store(self, param: str, dtype: torch.dtype, index: str, value: Value, level: Level) -> None:
         if self.xvar not in index and self.rvar not in index:  # one element: still a block pointer, to match the mask
-            per_element = level == "element" and self.kernel.kind == "reduction"
-            index = f"0 * ({self.xvar} + {self.rvar})" if per_element else f"0 * {self.xvar}"
+            index = f"0 * {self.block_index(level)}"
         value = self.tensor(value)
         text = value.text if dtype == value.dtype else f"{value}.to({self.type_name(dtype)})"
         mask = self.mask(index)

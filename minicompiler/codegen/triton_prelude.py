@@ -5,7 +5,7 @@ from libdevice, written with core tl ops so one source runs on the GPU and on th
 
 import re
 
-from minicompiler.codegen import triton_special
+from minicompiler.codegen import orthogonal_polynomials, triton_bessel, triton_special
 
 HEADERS = """
 import triton
@@ -233,3 +233,6 @@ def _rint(x):
 # The special functions (lgamma's family, erfinv, Bessel I0/I1, ...) come last: they call the helpers
 # above (_pow, _trunc, _negative, _log1p)
 HELPERS = HELPERS.rstrip() + "\n\n\n" + triton_special.HELPERS.strip() + "\n"
+# then the Bessel J, Y, K and Airy functions (which call its Chebyshev series and _i0e, _i1e) and the
+# orthogonal polynomials (which call _trunc and _acos)
+HELPERS += "\n\n" + triton_bessel.HELPERS.strip() + "\n\n\n" + orthogonal_polynomials.TRITON_HELPERS.strip() + "\n"

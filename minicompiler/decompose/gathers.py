@@ -265,3 +265,90 @@ def diagonal_copy(ops: GraphOps, x: Node, offset: int = 0, dim1: int = 0, dim2: 
         else:
             source.append(next(others))
     return ops.load_at(x, tuple(source))
+
+
+# --- writing src into part of x: the scatters whose positions are a formula ----------------
+@register_decomposition("slice_scatter")
+def slice_scatter(ops: GraphOps, x: Node, src: Node, dim: int = 0, start: int | None = None,
+                  end: int | None = None, step: int = 1) -> Node:
+    # out = x, with out[.., start:end:step, ..] = src
+    dim = wrap_dim(dim, x.meta.ndim)
+    start, end, step = slice(start, end, step).indices(x.meta.shape[dim])
+    index = coordinates(ops, x.meta.shape, x.meta.device)
+    offset = ops.sub(index[dim], start)
+    inside = ops.logical_and(ops.logical_and(ops.ge(offset, 0), ops.lt(index[dim], max(end, start))),
+                             ops.eq(ops.remainder(offset, step), 0))
+    along = clamp(ops, _exact_quotient(ops, ops.maximum(offset, 0), step) if step != 1 else offset, 0,
+                  max(src.meta.shape[dim] - 1, 0))
+    if src.meta.numel == 0:
+        return ops.clone(x)
+    value = ops.load_at(src, tuple(along if d == dim else i for d, i in enumerate(index)))
+    return ops.where(inside, ops.convert(value, x.meta.dtype), x)
+
+
+@register_decomposition("diagonal_scatter")
+def diagonal_scatter(ops: GraphOps, x: Node, src: Node, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Node:
+    # out = x, with its diagonal (i, i + offset) of dims dim1, dim2 = src (whose last dim runs along it)
+    dim1, dim2 = wrap_dim(dim1, x.meta.ndim), wrap_dim(dim2, x.meta.ndim)
+    if src.meta.numel == 0:
+        return ops.clone(x)
+    index = coordinates(ops, x.meta.shape, x.meta.device)
+    row, column = index[dim1], index[dim2]
+    along = clamp(ops, ops.sub(row, max(-offset, 0)), 0, src.meta.shape[-1] - 1)
+    source = [i for d, i in enumerate(index) if d not in (dim1, dim2)] + [along]
+    on_diagonal = ops.eq(ops.sub(column, row), offset)
+    return ops.where(on_diagonal, ops.convert(ops.load_at(src, tuple(source)), x.meta.dtype), x)
+
+
+@register_decomposition("block_diag")
+def block_diag(ops: GraphOps, *tensors: Node) -> Node:
+    # each tensor (as a matrix) placed down the diagonal, zeros elsewhere: a cat along both dims
+    dtype = infer_meta("block_diag", tensors, {}).dtype
+    blocks = [t if t.meta.ndim == 2 else ops.reshape(t, (1, t.meta.numel)) for t in tensors]
+    shape = (sum(b.meta.shape[0] for b in blocks), sum(b.meta.shape[1] for b in blocks))
+    row, column = coordinates(ops, shape, tensors[0].meta.device)
+    result: Any = ops.full(shape, 0, dtype, tensors[0].meta.device)
+    top = left = 0
+    for b in blocks:
+        rows, columns = b.meta.shape
+        if rows and columns:
+            r, c = ops.sub(row, top), ops.sub(column, left)
+            inside = ops.logical_and(ops.logical_and(ops.ge(r, 0), ops.lt(r, rows)),
+                                     ops.logical_and(ops.ge(c, 0), ops.lt(c, columns)))
+            value = ops.load_at(b, (clamp(ops, r, 0, rows - 1), clamp(ops, c, 0, columns - 1)))
+            result = ops.where(inside, ops.convert(value, dtype), result)
+        top, left = top + rows, left + columns
+    return result
+
+
+@register_decomposition("cartesian_prod")
+def cartesian_prod(ops: GraphOps, *tensors: Node) -> Node:
+    # row p: (t0[i0], t1[i1], ...) for the p-th combination (i0, i1, ...), the last index fastest
+    dtype = infer_meta("cartesian_prod", tensors, {}).dtype
+    sizes = [t.meta.numel for t in tensors]
+    shape = (math.prod(sizes), len(tensors))
+    row, column = coordinates(ops, shape, tensors[0].meta.device)
+    if shape[0] == 0:
+        return ops.full(shape, 0, dtype, tensors[0].meta.device)
+    combination = unravel(ops, row, sizes)
+    result: Any = None
+    for k, (t, i) in enumerate(zip(tensors, combination, strict=True)):
+        value = ops.convert(ops.load_at(t, (i,)), dtype)
+        result = value if result is None else ops.where(ops.eq(column, k), value, result)
+    return result
+
+
+@register_decomposition("index_fill")
+def index_fill(ops: GraphOps, x: Node, dim: int, index: Node, value: Any) -> Node:
+    # value where x's coordinate along dim is one of the indices (a test against each: any)
+    dim = wrap_dim(dim, x.meta.ndim)
+    n = x.meta.shape[dim]
+    wanted = _wrapped(ops, ops.check_indices(index, -n, n), n)
+    picks = index.meta.numel
+    along = ops.reshape(coordinate(ops, x.meta.shape, dim, x.meta.device), (*x.meta.shape, 1))
+    hit = ops.any(ops.eq(along, ops.reshape(wanted, (1,) * x.meta.ndim + (picks,))), (x.meta.ndim,))
+    return ops.where(hit, _filler(ops, value, x), x)
+
+
+def _filler(ops: GraphOps, value: Any, x: Node) -> Any:
+    return ops.convert(value, x.meta.dtype) if isinstance(value, Node) else value

@@ -1,6 +1,9 @@
 """The IR: Graph and Node, the op table, printer, verifier and reference interpreter."""
 
-from minicompiler.ir import scans  # noqa: F401  (fills the op table with the scans)
+from minicompiler.ir import (  # noqa: F401  (fill the op table with prod/argmax/argmin and the scans)
+    reductions,
+    scans,
+)
 from minicompiler.ir.graph import Graph, Node, SourceLoc, TensorMeta, flatten, map_structure
 from minicompiler.ir.interpreter import run_graph
 from minicompiler.ir.ops import OPS, OpDef, infer_meta, is_primitive

@@ -2,7 +2,8 @@
 
 Kinds (they decide how the scheduler treats a node):
   pointwise  element by element, with broadcasting and PyTorch's type promotion
-  reduction  folds the dims in `dims` (a tuple of ints) of its first argument
+  reduction  folds the dims in `dims` (a tuple of ints) of its first argument (prod, argmax,
+             argmin: ir/reductions.py)
   scan       a running reduction along one dim: the same shape as its input (ir/scans.py)
   view       a new shape or stride over the same elements (no arithmetic)
   extern     a library call kept whole (matmul, conv, ...): never fused, run by torch
@@ -16,7 +17,6 @@ documented on each entry.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -24,6 +24,7 @@ from typing import Any, Literal
 import torch
 import torch.nn.functional as F
 
+from minicompiler.ir import windows
 from minicompiler.ir.gather import check_indices, load_at
 from minicompiler.ir.graph import Node, TensorMeta, flatten, map_structure
 from minicompiler.ir.symbolic import SymSize
@@ -124,6 +125,21 @@ for _name, _fn in {
     register(_name, "pointwise", _fn, f"{_name}(x)")
 register("zeta", "pointwise", torch.special.zeta, "zeta(x, q): the Hurwitz zeta function sum_k (k + q)^-x")
 register("nextafter", "pointwise", torch.nextafter, "nextafter(a, b): the float after a in the direction of b")
+# torch.special's Bessel and Airy functions, and its orthogonal polynomials of x and a degree n (read
+# as an integer), computed by torch's algorithms too (codegen/cpp_bessel.py, triton_bessel.py,
+# orthogonal_polynomials.py). torch has no derivative for any of them (autograd/special_rules.py).
+BESSEL_FUNCTIONS = (
+    "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0", "modified_bessel_i1",
+    "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
+    "spherical_bessel_j0", "airy_ai",
+)
+ORTHOGONAL_POLYNOMIALS = tuple(f"{kind}_polynomial_{letter}" for kind, letters in [
+    ("chebyshev", "tuvw"), ("shifted_chebyshev", "tuvw"), ("hermite", ["h", "he"]), ("laguerre", "l"),
+    ("legendre", "p")] for letter in letters)
+for _name in BESSEL_FUNCTIONS:
+    register(_name, "pointwise", getattr(torch.special, _name), f"{_name}(x)")
+for _name in ORTHOGONAL_POLYNOMIALS:
+    register(_name, "pointwise", getattr(torch.special, _name), f"{_name}(x, n)")
 # ... and formulas of them (decompose/special_functions.py)
 register("polygamma", "composite", lambda n, x: torch.polygamma(n, x), "polygamma(n, x): digamma's n-th derivative")
 register("mvlgamma", "composite", lambda x, p: torch.mvlgamma(x, p), "mvlgamma(x, p): the multivariate lgamma")
@@ -161,32 +177,7 @@ register("sum", "reduction", lambda x, dims, keepdim=False: torch.sum(x, dims, k
 register("amax", "reduction", lambda x, dims, keepdim=False: torch.amax(x, dims, keepdim), "amax(x, dims, keepdim)")
 register("amin", "reduction", lambda x, dims, keepdim=False: torch.amin(x, dims, keepdim), "amin(x, dims, keepdim)")
 
-
-def _over_rows(fn: Callable[..., torch.Tensor], x: torch.Tensor, dims: tuple[int, ...], keepdim: bool) -> torch.Tensor:
-    """fn(rows, -1) with the dims in `dims` (() = all) flattened, row-major, into one last dim."""
-    dims = tuple(d % x.ndim for d in dims) if x.ndim else ()  # (a 0-d x accepts dim 0 and -1)
-    dims = dims or tuple(range(x.ndim))
-    kept = [d for d in range(x.ndim) if d not in dims]
-    rows = x.permute((*kept, *dims)).reshape(*(x.shape[d] for d in kept), math.prod(x.shape[d] for d in dims))
-    result = fn(rows, -1)
-    return result.reshape([1 if d in dims else x.shape[d] for d in range(x.ndim)]) if keepdim else result
-
-
-def _arg_extremum(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
-    # torch.argmax refuses bool (torch.max(x, dim) does not): as uint8 it orders the same
-    return lambda x, dims, keepdim=False: _over_rows(fn, x.to(torch.uint8) if x.dtype == torch.bool else x,
-                                                     dims, keepdim)
-
-
-# torch.prod folds one dim at a time; integers and bool multiply in int64, as torch's
-register("prod", "reduction", lambda x, dims, keepdim=False: _over_rows(torch.prod, x, dims, keepdim),
-         "prod(x, dims, keepdim)")
-# The position of the first largest (smallest) element in the row, counted row-major over `dims`; a NaN
-# counts as larger (smaller) than any number, the first NaN wins. With all dims it is torch.argmax(x).
-register("argmax", "reduction", _arg_extremum(torch.argmax), "argmax(x, dims, keepdim): int64")
-register("argmin", "reduction", _arg_extremum(torch.argmin), "argmin(x, dims, keepdim): int64")
-# the reductions whose result is a position: they compare values of their input's dtype
-INDEX_REDUCTIONS = frozenset({"argmax", "argmin"})
+# prod, argmax and argmin: ir/reductions.py
 
 # --- primitives: views -------------------------------------------------------------------
 register("reshape", "view", lambda x, shape: x.reshape(shape), "reshape(x, shape)")
@@ -295,6 +286,17 @@ _COMPOSITES: dict[str, Callable[..., torch.Tensor]] = {
     "embedding": lambda ids, weight, padding_idx=None: F.embedding(ids, weight, padding_idx),
     "diag_embed": lambda x, offset=0, dim1=-2, dim2=-1: torch.diag_embed(x, offset, dim1, dim2),
     "diagonal_copy": lambda x, offset=0, dim1=0, dim2=1: torch.diagonal_copy(x, offset, dim1, dim2),
+    "slice_scatter": lambda x, src, dim=0, start=None, end=None, step=1: torch.slice_scatter(
+        x, src, dim, start, end, step),
+    "diagonal_scatter": lambda x, src, offset=0, dim1=0, dim2=1: torch.diagonal_scatter(x, src, offset, dim1, dim2),
+    "block_diag": torch.block_diag, "cartesian_prod": torch.cartesian_prod,
+    "index_fill": lambda x, dim, index, value: torch.index_fill(x, dim, index, value),
+    # windows: pools, resizing, sliding copies, each a load_at over (*out, *window) then a reduction
+    # or a weighted sum (decompose/pooling.py, decompose/resizing.py; meanings in ir/windows.py)
+    "avg_pool": windows.avg_pool, "max_pool": windows.max_pool, "max_pool_indices": windows.max_pool_indices,
+    "adaptive_avg_pool": windows.adaptive_avg_pool, "adaptive_max_pool": windows.adaptive_max_pool,
+    "adaptive_max_pool_indices": windows.adaptive_max_pool_indices, "upsample": windows.upsample,
+    "unfold_copy": torch.unfold_copy, "im2col": windows.im2col,
     # reductions written with sum/amax/amin (decompose/reductions.py); dims as in torch
     "logsumexp": lambda x, dims, keepdim=False: torch.logsumexp(x, dims, keepdim),
     "vector_norm": lambda x, ord=2, dims=None, keepdim=False: torch.linalg.vector_norm(x, ord, dims, keepdim),

@@ -122,6 +122,8 @@ SAMPLES: dict[str, list[Sample]] = {
     **{op: ARGMAX_LIKE for op in ["amax", "amin", "argmax", "argmin"]},
     **{op: [lambda: (small_ints(4, 5), 1), lambda: (randn(3, 4, 2), 0)] for op in ["cumsum", "cummax_index",
                                                                                "cummin_index"]},
+    # rows with no zero, one, several (small_ints: 0, 1, 2)
+    "cumprod": [lambda: (small_ints(5, 6), 1), lambda: (with_zeros(randn(4, 3, 2)), 0), lambda: (randn(4), 0)],
     "prod": [  # rows with no zero, one, several (the gradient at a zero is the product of the others)
         lambda: (with_zeros(randn(3, 4, 5)), (0, 2), False),
         lambda: (with_zeros(randn(6, 3)), (0,), True),
