@@ -42,7 +42,7 @@ def clamp(ops: GraphOps, index: Node, low: Any, high: Any) -> Node:
     return ops.maximum(ops.minimum(index, high), low)
 
 
-def _exact_quotient(ops: GraphOps, a: Node, b: Any) -> Node:
+def exact_quotient(ops: GraphOps, a: Node, b: Any) -> Node:
     """a // b for a >= 0, b > 0 (an index): a - a mod b is a multiple of b, divided exactly in
     float64 (integers below 2**53 are exact there; the op table has no integer division)."""
     whole = ops.convert(ops.sub(a, ops.remainder(a, b)), torch.float64)
@@ -53,7 +53,7 @@ def unravel(ops: GraphOps, flat: Node, shape: Sequence[Any]) -> list[Node]:
     """The coordinates, in a contiguous tensor of `shape`, of element number `flat`."""
     indices, stride = [], 1
     for size in reversed(shape):
-        along = flat if stride == 1 else _exact_quotient(ops, flat, stride)
+        along = flat if stride == 1 else exact_quotient(ops, flat, stride)
         indices.append(ops.remainder(along, size) if size != 1 else ops.mul(flat, 0))
         stride = stride * size
     return indices[::-1]
@@ -278,7 +278,7 @@ def slice_scatter(ops: GraphOps, x: Node, src: Node, dim: int = 0, start: int | 
     offset = ops.sub(index[dim], start)
     inside = ops.logical_and(ops.logical_and(ops.ge(offset, 0), ops.lt(index[dim], max(end, start))),
                              ops.eq(ops.remainder(offset, step), 0))
-    along = clamp(ops, _exact_quotient(ops, ops.maximum(offset, 0), step) if step != 1 else offset, 0,
+    along = clamp(ops, exact_quotient(ops, ops.maximum(offset, 0), step) if step != 1 else offset, 0,
                   max(src.meta.shape[dim] - 1, 0))
     if src.meta.numel == 0:
         return ops.clone(x)

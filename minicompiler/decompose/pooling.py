@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from minicompiler.decompose.gathers import _exact_quotient, clamp, coordinate, coordinates, ravel
+from minicompiler.decompose.gathers import clamp, coordinate, coordinates, exact_quotient, ravel
 from minicompiler.decompose.table import LOW_PRECISION, GraphOps, register_decomposition
 from minicompiler.ir import Node
 
@@ -195,8 +195,8 @@ def _adaptive(ops: GraphOps, x: Node, size: Sequence[int]) -> tuple[list[int], l
         window.append(max(-(-(o + 1) * n // out) - o * n // out for o in range(out)))
 
         def tap(o: Node, k: Node, n: int = n, out: int = out) -> tuple[Node, Node]:
-            start = _exact_quotient(ops, ops.mul(o, n), out)
-            end = _exact_quotient(ops, ops.add(ops.mul(o, n), n + out - 1), out)  # the ceiling
+            start = exact_quotient(ops, ops.mul(o, n), out)
+            end = exact_quotient(ops, ops.add(ops.mul(o, n), n + out - 1), out)  # the ceiling
             return ops.add(start, k), ops.sub(end, start)
 
         where.append(tap)
