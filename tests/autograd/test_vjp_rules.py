@@ -152,6 +152,10 @@ SAMPLES: dict[str, list[Sample]] = {
     "bmm": [lambda: (randn(2, 3, 4), randn(2, 4, 5))],
     "cat": [lambda: ([randn(2, 3), randn(4, 3)], 0), lambda: ([randn(2, 3), randn(2, 1), randn(2, 2)], -1)],
     "detach": [lambda: (randn(3, 4),)],
+    # repeated indices: an element read twice gets both gradients
+    "load_at": [lambda: (randn(4, 3), (torch.tensor([[0], [3], [0]]), torch.tensor([[2, 0]]))),
+                lambda: (randn(5), (torch.tensor([4, 4, 1]),)), lambda: (randn(3, 2), (2, torch.tensor([1, 0, 1])))],
+    "check_indices": [lambda: (torch.tensor([0, -2, 3]), -3, 4)],
     "torch_call": [  # any torch function: its backward asks torch autograd
         lambda: (torch.nn.functional.softplus, randn(3, 4)),
         lambda: (torch.nn.functional.embedding, torch.randint(0, 6, (2, 3)), randn(6, 4)),
