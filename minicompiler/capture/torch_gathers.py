@@ -167,7 +167,8 @@ def masked_fill(g: Graph, x: Node, mask: Node, value: Any) -> Node:
         return extern(g, torch.masked_fill, x, mask, value)
     if isinstance(value, Node):
         value = g.call("convert", value, x.meta.dtype)
-    return g.call("convert", g.call("where", mask, value, x), x.meta.dtype)
+    filled = g.call("where", mask, value, x)
+    return filled if filled.meta.dtype == x.meta.dtype else g.call("convert", filled, x.meta.dtype)
 
 
 # --- diagonals ---------------------------------------------------------------------------

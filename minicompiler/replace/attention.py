@@ -3,7 +3,7 @@
     scores = q @ k.transpose(-2, -1)             matmul(q, transpose(k))
     scores = scores / sqrt(d)                    div or mul by a number
     scores = scores + mask                       optional: an additive (float) mask, or
-    scores = scores.masked_fill(mask, -inf)      a boolean mask (True = hidden)
+    scores = scores.masked_fill(mask, -inf)      a boolean mask (True = hidden): where(mask, -inf, scores)
     out = softmax(scores, dim=-1) @ v            softmax over the last dim, matmul
 
 becomes `scaled_dot_product_attention(q, k, v, attn_mask, 0.0, False, scale=scale)`, one extern call:
@@ -29,8 +29,6 @@ from minicompiler.ir import Graph, Node, rewrite
 from minicompiler.replace.deferred import Deferred, single_use
 from minicompiler.simplify.facts import location
 
-MASKED_FILLS = frozenset({torch.masked_fill, torch.Tensor.masked_fill})
-
 
 def _last_dim(dim: Any, ndim: int) -> bool:
     return dim in (-1, ndim - 1)
@@ -55,9 +53,10 @@ def _is_mask(node: Node) -> bool:
     if node.op == "add" and isinstance(node.args[1], Node) and node.args[1].meta.dtype.is_floating_point:
         return isinstance(node.args[0], Node) and node.args[0].meta.shape == node.meta.shape  # mask broadcasts
 
-    return (node.op == "torch_call" and node.args[0] in MASKED_FILLS and not node.kwargs and len(node.args) == 4
-            and isinstance(node.args[2], Node) and node.args[2].meta.dtype == torch.bool
-            and node.args[3] == -math.inf)
+    # masked_fill(scores, hidden, -inf), as capture writes it
+    return (node.op == "where" and not node.kwargs and isinstance(node.args[0], Node)
+            and node.args[0].meta.dtype == torch.bool and node.args[1] == -math.inf
+            and isinstance(node.args[2], Node) and node.args[2].meta.shape == node.meta.shape)
 
 
 def _chain(out: Node, users: dict[Node, list[Node]]) -> list[Node] | None:
@@ -72,7 +71,7 @@ def _chain(out: Node, users: dict[Node, list[Node]]) -> list[Node] | None:
     chain, node = [softmax], softmax.args[0]
     if isinstance(node, Node) and _is_mask(node):
         chain.append(node)
-        node = node.args[1] if node.op == "torch_call" else node.args[0]
+        node = node.args[2] if node.op == "where" else node.args[0]
     if not isinstance(node, Node) or _scale(node) is None:
         return None
     chain.append(node)
@@ -115,8 +114,8 @@ def _sdpa(g: Graph, softmax: Deferred, v: Any) -> Node:
     step, mask = softmax.args[0], None
     if step.node.op == "add":  # additive mask
         step, mask = step.args[0], step.args[1]
-    elif step.node.op == "torch_call":  # masked_fill(scores, hidden, -inf): SDPA's True means "attend"
-        step, mask = step.args[1], g.call("logical_not", step.args[2])
+    elif step.node.op == "where":  # masked_fill(scores, hidden, -inf): SDPA's True means "attend"
+        step, mask = step.args[2], g.call("logical_not", step.args[0])
     scale = _scale(step.node)
     scores = step.args[0]
     q, k = scores.args[0], scores.args[1].args[0]

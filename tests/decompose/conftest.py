@@ -9,3 +9,14 @@ def assert_generated(compiled: Any) -> None:
     """Every step ran in kernels minicompiler wrote: no opaque torch call left in the graphs."""
     kinds = {k.kind for g in compiled.report.graphs for k in g.kernels}
     assert kinds and "extern" not in kinds, kinds
+
+
+def assert_same_as_eager(compiled: Any, fn: Any, args: list[Any]) -> None:
+    """compiled(*args) equals fn(*args), each output of the same dtype, all in generated kernels."""
+    import torch
+
+    expected, actual = fn(*args), compiled(*args)
+    torch.testing.assert_close(actual, expected)
+    for e, a in zip(*(r if isinstance(r, tuple) else (r,) for r in (expected, actual)), strict=True):
+        assert e.dtype == a.dtype
+    assert_generated(compiled)

@@ -104,6 +104,12 @@ def test_polynomial_matches_eager(name: str, backend: str, dtype: torch.dtype) -
     actual, expected = compiled(x, n), fn(x, n)
     assert_generated(compiled)
     assert actual.shape == expected.shape and actual.dtype == expected.dtype
+    if backend == "triton":
+        # Triton's float32 differs from eager's in the last bits (acos, and sums rounded without fma),
+        # which near a root of a large polynomial is much of its value: there the error is measured
+        # against the polynomial's size over all x (one column per degree)
+        size = expected.nan_to_num(0.0, 0.0, 0.0).abs().amax(dim=0, keepdim=True).clamp_min(1.0)
+        actual, expected = actual / size, expected / size
     torch.testing.assert_close(actual, expected, equal_nan=True, **_tolerance(dtype, backend))
 
 

@@ -40,6 +40,14 @@ class T:
         return torch.empty(self.shape, dtype=torch.float64).uniform_(self.low, self.high).to(dtype)
 
 
+@dataclass(frozen=True)
+class Index(T):
+    """An integer tensor argument (indices, targets) in [low, high), whatever the float dtype."""
+
+    def sample(self, dtype: torch.dtype) -> torch.Tensor:
+        return torch.randint(int(self.low), int(self.high), self.shape)
+
+
 def case(*args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return args, kwargs
 
@@ -175,6 +183,39 @@ CASES: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {
     "margin_ranking_loss": [case(T((4, 5)), T((4, 5)), T((4, 5)), 0.1)],
     "hinge_embedding_loss": [case(T((4, 5)), T((4, 5)))],
     "poisson_nll_loss": [case(T((4, 5)), T((4, 5), 0, 3))],
+    # gathers (decompose/gathers.py): one load_at at a formula of the coordinates
+    "flip": [case(T((3, 4, 5)), (0, -1)), case(T(()), ())],
+    "roll": [case(T((4, 5)), (2, -1), (0, 1)), case(T((3, 4)), (5,), ())],
+    "repeat": [case(T((2, 3)), (2, 1, 2)), case(T((0, 3)), (2, 1))],
+    "pad": [case(T((2, 3, 4)), (1, -1, 2, 0), "constant", 0.5), case(T((2, 3, 4)), (2, 3), "reflect"),
+            case(T((1, 2, 3, 4)), (1, 2, 1, 0), "replicate"), case(T((2, 3, 4)), (-1, 2), "circular")],
+    "gather": [case(T((3, 5)), 1, Index((3, 7), 0, 5)), case(T((4, 2)), 0, Index((2, 2), 0, 4))],
+    "index_select": [case(T((5, 3)), 0, Index((7,), 0, 5)), case(T((2, 6)), -1, Index((), 0, 6))],
+    "take": [case(T((3, 4)), Index((2, 5), -12, 12))],
+    "embedding": [case(Index((2, 3), 0, 6), T((6, 4))), case(Index((5,), 0, 6), T((6, 4)), 2)],
+    "diag_embed": [case(T((2, 3)), 1, 0, 2), case(T((4,)))],
+    "diagonal_copy": [case(T((4, 5)), -1), case(T((2, 3, 4)), 1, 2, 0)],
+    "slice_scatter": [case(T((3, 6)), T((3, 3)), 1, 1, None, 2), case(T((5, 2)), T((2, 2)), 0, -3, -1)],
+    "diagonal_scatter": [case(T((4, 3)), T((3,)), -1)],
+    "block_diag": [case(T((2, 3)), T((1, 4)), T((1, 1)))],
+    "cartesian_prod": [case(T((3,)), T((2,)), T((4,)))],
+    "index_fill": [case(T((3, 5)), 1, Index((3,), -5, 5), -2.0)],
+    # pools and resizing (decompose/pooling.py, resizing.py): load_at over a window, then a reduction
+    "avg_pool": [case(T((2, 3, 7, 6)), (3, 2), (2, 2), (1, 0), True, False, None),
+                 case(T((2, 3, 9)), (4,), (3,), (2,), False, True, 3)],
+    "max_pool": [case(T((2, 3, 7, 6)), (3, 3), (2, 1), (1, 1), (1, 2), False),
+                 case(T((1, 2, 9)), (2,), (2,), (0,), (1,), True, True)],
+    "max_pool_indices": [case(T((2, 3, 7, 6)), (3, 3), (2, 2), (1, 0), (1, 1), True)],
+    "adaptive_avg_pool": [case(T((2, 3, 7, 5)), (3, 2)), case(T((2, 4, 5)), (7,))],
+    "adaptive_max_pool": [case(T((2, 3, 7, 5)), (3, 4)), case(T((1, 2, 9)), (4,), True)],
+    "adaptive_max_pool_indices": [case(T((2, 3, 7, 5)), (3, 2))],
+    "upsample": [case(T((2, 3, 4, 5)), (8, 7), (None, None), "bilinear", False),
+                 case(T((2, 3, 5)), (11,), (2.3,), "nearest", None),
+                 case(T((1, 2, 4, 4)), (6, 6), (None, None), "bicubic", True)],
+    "im2col": [case(T((2, 3, 6, 5)), (2, 3), (1, 1), (1, 0), (2, 1))],
+    "unfold_copy": [case(T((3, 8)), 1, 3, 2)],
+    "polygamma": [case(1, T((3, 4), 0.1, 4)), case(3, T((5,), 0.5, 3))],
+    "mvlgamma": [case(T((3, 4), 1.6, 5), 3)],
 }
 
 
@@ -183,7 +224,7 @@ def build(op: str, args: tuple[Any, ...], kwargs: dict[str, Any], dtype: torch.d
     graph, inputs = Graph(), []
 
     def to_input(spec: Any) -> Any:
-        if not isinstance(spec, T):
+        if not isinstance(spec, T):  # (an Index is a T too)
             return spec
         inputs.append(spec.sample(dtype))
         return graph.placeholder(f"in{len(inputs)}", TensorMeta.of(inputs[-1]))

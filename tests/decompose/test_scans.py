@@ -18,7 +18,7 @@ from torch import masked
 
 import minicompiler
 
-from .conftest import assert_generated
+from .conftest import assert_generated, assert_same_as_eager
 
 BACKENDS = ["cpp"] + (["triton"] if os.environ.get("TRITON_INTERPRET") == "1" else [])
 COMBOS = ([("cpp", d) for d in (torch.float32, torch.float64, torch.float16)]
@@ -97,12 +97,7 @@ INTEGER_CASES = [(name, dtype) for name in sorted(CASES) for dtype in CASES[name
 def test_integer_scan_matches_eager(name: str, dtype: torch.dtype, backend: str) -> None:
     """Integers and bool add up and multiply in int64 (as eager's); cummax/cummin keep their dtype."""
     fn, args = CASES[name][0], _arguments(name, dtype)
-    compiled = minicompiler.compile(fn, backend=backend)
-    expected, actual = fn(*args), compiled(*args)
-    torch.testing.assert_close(actual, expected)
-    for e, a in zip(*(r if isinstance(r, tuple) else (r,) for r in (expected, actual)), strict=True):
-        assert e.dtype == a.dtype
-    assert_generated(compiled)
+    assert_same_as_eager(minicompiler.compile(fn, backend=backend), fn, args)
 
 
 @pytest.mark.parametrize("name", GRADIENTS)
