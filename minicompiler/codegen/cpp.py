@@ -57,7 +57,7 @@ COMPUTE_TYPES = {
 STORAGE_TYPES = {**COMPUTE_TYPES, torch.float16: "_Float16", torch.bfloat16: "uint16_t"}
 
 TEMPLATES = {
-    "clone": "{0}", "neg": "-{0}", "abs": "std::abs({0})", "exp": "std::exp({0})", "log": "std::log({0})",
+    "clone": "{0}", "neg": "negate({0})", "abs": "std::abs({0})", "exp": "std::exp({0})", "log": "std::log({0})",
     "sqrt": "std::sqrt({0})", "rsqrt": "1 / std::sqrt({0})", "sin": "std::sin({0})", "cos": "std::cos({0})",
     "tan": "std::tan({0})", "tanh": "std::tanh({0})", "erf": "std::erf({0})", "log1p": "std::log1p({0})",
     "expm1": "std::expm1({0})", "reciprocal": "1 / {0}", "floor": "std::floor({0})", "ceil": "std::ceil({0})",

@@ -81,6 +81,26 @@ template <typename T> inline T c_fmod(T a, T b) {
     if constexpr (std::is_floating_point_v<T>) return std::fmod(a, b); else return a % b;
 }
 
+// -x as a flip of the sign bit: under -ffast-math (no signed zeros) GCC may rewrite -(c ? x : 0.0)
+// as c ? -x : 0.0, which is +0.0 where eager gives -0.0 (-tril(x), then signbit or 1/x)
+template <typename T> inline T negate(T x) {
+    if constexpr (std::is_same_v<T, float>) {
+        uint32_t bits;
+        std::memcpy(&bits, &x, sizeof(bits));
+        bits ^= 0x80000000u;
+        std::memcpy(&x, &bits, sizeof(bits));
+        return x;
+    } else if constexpr (std::is_same_v<T, double>) {
+        uint64_t bits;
+        std::memcpy(&bits, &x, sizeof(bits));
+        bits ^= 0x8000000000000000ull;
+        std::memcpy(&x, &bits, sizeof(bits));
+        return x;
+    } else {
+        return -x;
+    }
+}
+
 // torch.signbit: read the bit itself; under -ffast-math (no signed zeros) std::signbit may
 // compile to x < 0, which is false for -0.0
 template <typename T> inline bool sign_bit(T x) {

@@ -125,10 +125,7 @@ def generate(seed: int, steps: int = 6) -> Program:
             else:  # a triangle of the last two dims (its kernel compares element coordinates)
                 expr, new_shape = f"torch.{rng.choice(['tril', 'triu'])}({a}, {rng.randint(-1, 1)})", a_shape
         elif a_shape:
-            dim = rng.randrange(len(a_shape))
-            expr = f"{a}.narrow({dim}, 0, {a_shape[dim] // 2})" if rng.random() < 0.5 \
-                else f"{a}.flip({dim})"
-            new_shape = [s // 2 if d == dim else s for d, s in enumerate(a_shape)] if "narrow" in expr else a_shape
+            expr, new_shape = _moving(rng, a, a_shape, floating)
         else:
             expr, new_shape = f"{a}.unsqueeze(0)", [1]
         lines.append(f"    {name} = {expr}")
@@ -137,6 +134,28 @@ def generate(seed: int, steps: int = 6) -> Program:
     outputs = names[-1] if rng.random() < 0.7 else f"{names[-1]}, {names[len(specs)]}"
     source = f"def program({', '.join(names[:len(specs)])}):\n" + "\n".join(lines) + f"\n    return {outputs}\n"
     return Program(seed, source, specs)
+
+
+def _moving(rng: random.Random, a: str, shape: list[int], floating: bool) -> tuple[str, list[int]]:
+    """A view or a gather along one dim (narrow, flip, roll, cat, pad, repeat), or a scan or an
+    argmax along it: an op whose element reads other elements than its own."""
+    dim = rng.randrange(len(shape))
+    n = shape[dim]
+    grown = [2 * s if d == dim else s for d, s in enumerate(shape)]
+    choices = [
+        (f"{a}.narrow({dim}, 0, {n // 2})", [n // 2 if d == dim else s for d, s in enumerate(shape)]),
+        (f"{a}.flip({dim})", shape),
+        (f"torch.roll({a}, {rng.randint(-3, 3)}, {dim})", shape),
+        (f"torch.cat([{a}, {a}.flip({dim})], {dim})", grown),
+        (f"{a}.repeat({', '.join('2' if d == dim else '1' for d in range(len(shape)))})", grown),
+        (f"torch.cumsum({a}, {dim})", shape),
+    ]
+    if dim == len(shape) - 1:  # a constant pad of the last dim: (1 before, 2 after)
+        choices.append((f"torch.nn.functional.pad({a}, (1, 2))", [*shape[:-1], n + 3]))
+    if n > 0 and floating:
+        choices.append((f"{a}.argmax({dim}, keepdim=True).to({a}.dtype)",
+                        [1 if d == dim else s for d, s in enumerate(shape)]))
+    return rng.choice(choices)
 
 
 def _layout(rng: random.Random, shape: list[int]) -> str:
