@@ -14,6 +14,19 @@ from fuzz_programs import InputSpec, Program, generate
 
 # what was wrong: the program
 FOUND = {
+    # -tril(x): GCC under -ffast-math wrote -(c ? x : 0.0) as c ? -x : 0.0, a +0.0 where eager's
+    # negation gives -0.0, which signbit tells apart (C++ now negates by flipping the sign bit)
+    "negated zero of a triangle": Program(
+        424,
+        "def program(x0):\n"
+        "    v1 = torch.tril(x0, -1)\n"
+        "    v2 = torch.amax(x0, 0, keepdim=True)\n"
+        "    v3 = -v1\n"
+        "    v4 = torch.signbit(v3).float()\n"
+        "    v5 = v3.repeat(1, 1, 2)\n"
+        "    v6 = torch.cos(v4)\n"
+        "    return v6\n",
+        [InputSpec(shape=(7, 5, 5), dtype=torch.bfloat16, layout="contiguous")]),
     # amax over a recomputed cos: the backward's cos (another kernel, -ffast-math) rounded
     # differently from the forward's, `x == amax` matched nothing and the gradient was lost
     "amax gradient lost after recomputation": Program(
