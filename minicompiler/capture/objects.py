@@ -421,9 +421,7 @@ TRACED_TORCH_FUNCTIONS = frozenset({torch.nn.functional.triplet_margin_with_dist
 
 
 def is_torch_function(value: Any) -> bool:
-    """torch.cos, F.gelu, torch.nn.functional.layer_norm, torch.special.erf, torch.ops.aten.add, ..."""
-    if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
-        return True
+    """torch.cos, F.gelu, torch.nn.functional.layer_norm, torch.special.erf, ..."""
     if not isinstance(value, (types.FunctionType, types.BuiltinFunctionType)):
         return False
     module = getattr(value, "__module__", None) or ""
