@@ -12,6 +12,8 @@ the `where`'s, to that element alone.
 
 from __future__ import annotations
 
+import functools
+
 from collections import namedtuple
 from typing import Any
 
@@ -86,7 +88,18 @@ lowers(torch.min, methods=["min"])(_max_or_min("min"))
 def aminmax(g: Graph, x: Node, *, dim: int | None = None, keepdim: bool = False) -> MinMax:
     # (amin, amax), one sweep: torch shares their gradients among ties as amin's and amax's
     dims = _nonempty_dims(x, dim, "torch.aminmax")
+    if dim is None and keepdim:
+        keepdim = _keeps_dims_of_whole_aminmax(x.meta.device, x.meta.ndim)
     return MinMax(g.call("amin", x, dims, keepdim), g.call("amax", x, dims, keepdim))
+
+
+@functools.cache
+def _keeps_dims_of_whole_aminmax(device: torch.device, ndim: int) -> bool:
+    """Does eager's aminmax over every dim keep them, as asked? On the CPU yes; torch's CUDA kernel
+    (2.11) gives 0-d results instead: ask eager, once per device, on a one-element tensor."""
+    if device.type == "meta":
+        return True
+    return torch.aminmax(torch.zeros((1,) * ndim, device=device), keepdim=True).min.ndim == ndim
 
 
 # --- scans -----------------------------------------------------------------------------------

@@ -61,14 +61,15 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
     kernels = schedule.kernels
     if backend == "cpp":
         if devices - {"cpu"}:
-            raise CodegenError(f"cpp backend runs on CPU tensors, got {sorted(devices)}: use 'triton'")
+            raise CodegenError(f"cpp backend runs on CPU tensors, got {sorted(devices)}{_first_not_on(schedule, 'cpu')}"
+                               ": use 'triton'")
         cpp.check_dtypes(kernels)
         writers = {k.name: cpp.kernel_source(k, dynamic) for k in kernels}
         module_text = cpp.module_source(["\n".join(w.lines) for w in writers.values()])
         launchers: dict[str, Any] = cpp.load_kernels(module_text, kernels, dynamic) if kernels else {}
         launch: Launch = cpp.call_source
     else:
-        _check_triton_can_run(devices)
+        _check_triton_can_run(devices, schedule)
         triton.check_supported(kernels)
         writers = {k.name: triton.kernel_source(k, dynamic) for k in kernels}
         module_text = triton.module_source(["\n".join(w.lines) for w in writers.values()])
@@ -117,7 +118,16 @@ def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
 
 
-def _check_triton_can_run(devices: set[str]) -> None:
+def _first_not_on(schedule: Schedule, device: str) -> str:
+    """Which node is elsewhere: the error names it, and the user's line that made it."""
+    for node in schedule.graph.nodes:
+        if node.meta is not None and node.meta.device.type != device:
+            where = f" at {node.source.filename}:{node.source.lineno}" if node.source else ""
+            return f" ({node.op} {node.name} is on {node.meta.device}{where})"
+    return ""
+
+
+def _check_triton_can_run(devices: set[str], schedule: Schedule) -> None:
     try:
         import triton as triton_package  # noqa: F401
     except ImportError:
@@ -127,5 +137,5 @@ def _check_triton_can_run(devices: set[str]) -> None:
     if not torch.cuda.is_available():
         raise CodegenError("triton backend needs a CUDA GPU, or TRITON_INTERPRET=1 to run kernels on the CPU")
     if devices - {"cuda"}:
-        raise CodegenError(f"triton backend runs on CUDA tensors, got {sorted(devices)}")
+        raise CodegenError(f"triton backend runs on CUDA tensors, got {sorted(devices)}{_first_not_on(schedule, 'cuda')}")
 

@@ -110,7 +110,10 @@ def _triton_helper(name: str, f: Family) -> str:
     lines = [
         "@triton.jit",
         f"def _{name}(x, degree):",
-        "    x, degree = tl.broadcast(x, degree)  # (either may be a scalar)",
+        "    # one shape for both (either may be a 0-d scalar, which tl.broadcast does not take in",
+        "    # Triton 3.6): picked from themselves by a mask of the sum's shape, bits and all (-0.0 too)",
+        "    same = tl.zeros_like(x + degree) == 0",
+        "    x, degree = tl.where(same, x, x), tl.where(same, degree, degree)",
         "    n = tl.where((degree == degree) & (tl.abs(degree) < 9.2e18), _trunc(degree), -1.0)",
         f"    t = {'x + x - 1' if f.shifted else 'x'}",
     ]

@@ -61,20 +61,24 @@ def _add(a, b):
 
 @triton.jit
 def _cum_pick(a, a_index, b, b_index, b_beats_a):
-    # cummax/cummin's combine, b the later: (b, b_index) if b is NaN, or ties or beats a while a is
-    # not NaN (torch's: of equal values the last, and the last NaN once one is met)
-    take_b = (b != b) | ((a == a) & b_beats_a)
+    # cummax/cummin's combine: the greater of (is NaN, value, position), a total order, so that the
+    # combine is commutative too, as tl.reduce assumes (it may swap operands): torch's choice, of
+    # equal values the last, and the last NaN once one is met. b_beats_a: b strictly better.
+    a_nan = a != a
+    b_nan = b != b
+    same = (a == b) | (a_nan & b_nan)
+    take_b = (b_nan & ~a_nan) | (~a_nan & ~b_nan & b_beats_a) | (same & (b_index > a_index))
     return tl.where(take_b, b, a), tl.where(take_b, b_index, a_index)
 
 
 @triton.jit
 def _cummax_combine(a, a_index, b, b_index):
-    return _cum_pick(a, a_index, b, b_index, b >= a)
+    return _cum_pick(a, a_index, b, b_index, b > a)
 
 
 @triton.jit
 def _cummin_combine(a, a_index, b, b_index):
-    return _cum_pick(a, a_index, b, b_index, b <= a)
+    return _cum_pick(a, a_index, b, b_index, b < a)
 
 
 @triton.jit

@@ -17,6 +17,7 @@ documented on each entry.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -331,11 +332,15 @@ def is_primitive(op: str) -> bool:
     return op in OPS and OPS[op].is_primitive
 
 
-def _device_of(args: Any, kwargs: dict[str, Any]) -> torch.device:
+def _device_of(op: str, args: Any, kwargs: dict[str, Any]) -> torch.device:
+    """Where the result lives: with its tensor inputs, else where a factory (full, iota) is told,
+    by keyword or by position, else the CPU (as torch's factories)."""
     for value in flatten((args, kwargs)):
         if isinstance(value, Node) and value.meta is not None:
             return value.meta.device
     device = kwargs.get("device")
+    if device is None:  # full(shape, value, dtype, device), iota(...): by position
+        device = inspect.signature(OPS[op].impl).bind(*args, **kwargs).arguments.get("device")
     return torch.device(device) if device is not None else torch.device("cpu")
 
 
@@ -422,4 +427,4 @@ def infer_meta(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Tensor
         shape, dtype, strides = _run_on_meta(op, args, kwargs)
     # Views keep torch's strides (they alias their input); every other op writes a fresh
     # contiguous buffer in compiled code, so we record it as contiguous.
-    return TensorMeta(shape, dtype, _device_of(args, kwargs), strides if OPS[op].kind == "view" else None)
+    return TensorMeta(shape, dtype, _device_of(op, args, kwargs), strides if OPS[op].kind == "view" else None)

@@ -101,7 +101,9 @@ def test_polynomial_matches_eager(name: str, backend: str, dtype: torch.dtype) -
     fn = getattr(torch.special, name)
     x, n = _polynomial_inputs(name, dtype, backend)
     compiled = minicompiler.compile(fn, backend=backend)
-    actual, expected = compiled(x, n), fn(x, n)
+    # On the GPU (tests/triton_on_gpu.py) the reference is eager's CPU kernel, which minicompiler
+    # follows: at an infinite degree eager's CUDA kernels give NaN where the CPU's give 0 (torch 2.11)
+    actual, expected = compiled(x, n), fn(x.cpu(), n.cpu()).to(x.device)
     assert_generated(compiled)
     assert actual.shape == expected.shape and actual.dtype == expected.dtype
     if backend == "triton":

@@ -86,7 +86,9 @@ def _compare(name: str, dtype: torch.dtype, backend: str) -> None:
     if backend == "triton" and name in TRITON_POLES:
         x = torch.where((x <= 0) & (x == x.floor()), 0.25, x)
     compiled = minicompiler.compile(fn, backend=backend)
-    actual, expected = compiled(x), fn(x)
+    # On the GPU (tests/triton_on_gpu.py) the reference is eager's CPU kernel, which minicompiler
+    # follows: eager's CUDA polygamma(4) is 6e-7 of the value off float64, the CPU's and ours 1e-7
+    actual, expected = compiled(x), fn(x.cpu()).to(x.device)
     assert_generated(compiled)
     if dtype == torch.float16:
         tol = {"rtol": 1e-2, "atol": 1e-2}

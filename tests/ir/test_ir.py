@@ -114,3 +114,17 @@ def test_unknown_op_is_a_clear_error():
     x = g.placeholder("x", TensorMeta((3,), torch.float32))
     with pytest.raises(KeyError, match="unknown op 'frobnicate'"):
         g.call("frobnicate", x)
+
+
+@pytest.mark.parametrize("device", ["cuda", "meta"])
+def test_factories_live_where_they_are_told(device: str) -> None:
+    """iota and full take their device by position: a result on the CPU would make `iota + x` of a
+    CUDA x look like a move between devices (a graph break on every Hugging Face model on the GPU)."""
+    g = Graph()
+    x = g.placeholder("x", TensorMeta((3, 1), torch.float32, torch.device(device)))
+    along = g.call("iota", (3, 1), 0, torch.int64, torch.device(device))
+    filled = g.call("full", (1, 2), 1.5, torch.float32, device=torch.device(device))
+    assert along.meta.device.type == filled.meta.device.type == device
+    assert g.call("add", along, x).meta.device.type == device
+    assert g.call("torch_call", torch.arange, 3, device=torch.device(device)).meta.device.type == device
+    assert g.call("iota", (3,), 0, torch.int64).meta.device.type == "cpu"
