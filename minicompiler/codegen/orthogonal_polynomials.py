@@ -128,7 +128,7 @@ def _triton_helper(name: str, f: Family) -> str:
     lines += [
         f"    p, q = tl.zeros_like(x) + 1, tl.zeros_like(x) + ({f.first})  # (not x * 0: NaN at inf)",
         "    k = 1",
-        "    while tl.max((~direct & (k < n) & (q == q)).to(tl.int32)) > 0:",
+        "    while _any(~direct & (k < n) & (q == q)):",
         "        steps = ~direct & (k < n) & (q == q)",
         f"        r = {f.step}",
         "        p, q = tl.where(steps, q, p), tl.where(steps, r, q)",

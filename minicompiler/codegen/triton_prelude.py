@@ -100,6 +100,16 @@ def _trunc(x):
 
 
 @triton.jit
+def _any(mask):
+    # is any element set? (a 0-d mask, all a kernel of scalars has, is its own answer: Triton's
+    # reductions take blocks only; the `if` is decided when the kernel is compiled)
+    if len(mask.shape) == 0:
+        return mask
+    else:
+        return tl.max(mask.to(tl.int32)) > 0
+
+
+@triton.jit
 def _tan(x):
     return tl.sin(x) / tl.cos(x)
 

@@ -29,6 +29,13 @@ def check_indices(index: torch.Tensor, low: int, high: int) -> torch.Tensor:
 
 def accumulate_at(shape: tuple[int, ...], indices: tuple[Any, ...], grad: torch.Tensor) -> torch.Tensor:
     """Zeros of `shape` with each element of `grad` added at its `indices` (load_at's backward:
-    an element read twice, as by repeat or a gather, gets both gradients)."""
-    index = tuple(torch.as_tensor(i, device=grad.device) for i in indices)
-    return torch.zeros(shape, dtype=grad.dtype, device=grad.device).index_put_(index, grad, accumulate=True)
+    an element read twice, as by repeat, a gather or overlapping pool windows, gets both gradients).
+
+    One `index_add_` at flat positions: on the GPU that is atomic adds, where `index_put_` with
+    accumulate sorts the indices first (7.5 of a 24.6 ms ResNet-18 training step on the H100)."""
+    out = torch.zeros(shape, dtype=grad.dtype, device=grad.device)
+    flat = sum((torch.as_tensor(i, device=grad.device) * stride for i, stride in zip(indices, out.stride(),
+                                                                                     strict=True)),
+               torch.zeros((), dtype=torch.int64, device=grad.device))
+    out.view(-1).index_add_(0, flat.broadcast_to(grad.shape).reshape(-1), grad.reshape(-1))
+    return out
