@@ -13,7 +13,6 @@ the `where`'s, to that element alone.
 from __future__ import annotations
 
 import functools
-
 from collections import namedtuple
 from typing import Any
 

@@ -220,9 +220,11 @@ def index(g: Graph, x: Node, key: Any) -> Node:
     for item in items:
         if isinstance(item, (list, bool)):
             raise Unsupported("indexing with a list or bool (advanced indexing) is not captured yet")
-    if any(isinstance(item, Node) for item in items):
-        # integer tensors as indices gather (advanced indexing): kept whole, torch runs it
-        return extern(g, advanced_index, x, *items)
+    if any(isinstance(item, Node) for item in items):  # advanced indexing: a gather
+        from minicompiler.capture.advanced_indexing import as_gather  # (it slices with slice_dim below)
+
+        gathered = as_gather(g, x, items)
+        return gathered if gathered is not None else extern(g, advanced_index, x, *items)
     if items.count(Ellipsis) > 1:
         raise Unsupported("an index can only have a single ellipsis ('...')")
     uses_a_dim = [item is not None and item is not Ellipsis for item in items]

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from minicompiler.capture import advanced_indexing
 from minicompiler.capture.builtins import handles
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.tensor import TensorVariable
@@ -87,7 +88,8 @@ class VmapVariable(Variable):
             fn = fn.fn
         mapped, sizes = _broadcast_arguments(tx, args, levels)
         first = len(tx.state.graph.nodes)
-        result = fn.call(tx, mapped, {})
+        with advanced_indexing.kept_whole():
+            result = fn.call(tx, mapped, {})
         if not isinstance(result, TensorVariable):
             raise Unsupported(f"a vmapped function that returns {result.describe()}")
         roots = {a.node for a, arg in zip(mapped, args, strict=True) if a is not arg}

@@ -137,5 +137,6 @@ def _check_triton_can_run(devices: set[str], schedule: Schedule) -> None:
     if not torch.cuda.is_available():
         raise CodegenError("triton backend needs a CUDA GPU, or TRITON_INTERPRET=1 to run kernels on the CPU")
     if devices - {"cuda"}:
-        raise CodegenError(f"triton backend runs on CUDA tensors, got {sorted(devices)}{_first_not_on(schedule, 'cuda')}")
+        raise CodegenError(f"triton backend runs on CUDA tensors, got {sorted(devices)}"
+                           f"{_first_not_on(schedule, 'cuda')}")
 

@@ -50,6 +50,9 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[int, ...], Callable[[], list[An
     "index_select": (lambda x, i: torch.index_select(x, 0, i), (5, 3), lambda: [_ints(5, 8)]),
     "take": (lambda x, i: torch.take(x, i - 6), (3, 4), lambda: [_ints(18, 2, 5)]),
     "embedding": (lambda w, i: F.embedding(i, w), (6, 4), lambda: [_ints(6, 2, 3)]),
+    "advanced_index": (lambda x, i: x[i - 2], (4, 3), lambda: [_ints(4, 2, 3)]),  # negative ones too
+    "advanced_index_pair": (lambda x, i, j: x[:, i, j - 1] * 2, (2, 4, 5), lambda: [_ints(4, 3), _ints(5, 2, 1)]),
+    "advanced_index_sliced": (lambda x, i: x[1:, ..., i], (3, 2, 4), lambda: [_ints(4, 5)]),
     "masked_fill": (lambda x, m: x.masked_fill(m > 0, 1), (3, 4), lambda: [torch.randn(4)]),
     "diag": (lambda x: torch.diag(x, 1) + 0, (4,), list),
     "diag_of_matrix": (lambda x: torch.diag(x, -1), (4, 5), list),
@@ -60,7 +63,8 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[int, ...], Callable[[], list[An
 }
 FLOAT_ONLY = {"pad_reflect", "pad_replicate", "pad_circular"}  # torch has no integer kernels for these
 GRADIENTS = ["flip", "roll_flat", "repeat", "pad_constant", "pad_reflect", "cat", "gather", "index_select",
-             "take", "embedding", "masked_fill", "diag_embed", "diag_of_matrix"]
+             "take", "embedding", "masked_fill", "diag_embed", "diag_of_matrix", "advanced_index",
+             "advanced_index_pair"]
 
 
 def _call(name: str, dtype: torch.dtype, transposed: bool = False) -> tuple[Callable[..., Any], list[Any]]:
@@ -129,6 +133,31 @@ def test_index_out_of_range_raises(name: str, bad: int) -> None:
     compiled = minicompiler.compile(lambda *a: fn(*a), backend="cpp")
     with pytest.raises(IndexError, match="out of bounds"):
         compiled(*args)
+
+
+def test_advanced_index_checks_each_index() -> None:
+    """x[i, j] reads one flat position of x's two dims: j past its dim must still raise, even
+    where i * 5 + j would land inside x."""
+    fn = lambda x, i, j: x[i, j]  # noqa: E731
+    compiled = minicompiler.compile(fn, backend="cpp")
+    x, i = torch.randn(4, 5), torch.tensor([0, 1])
+    torch.testing.assert_close(compiled(x, i, torch.tensor([4, -5])), fn(x, i, torch.tensor([4, -5])))
+    for bad in (5, -6):
+        with pytest.raises(IndexError, match="out of bounds"):
+            compiled(x, i, torch.tensor([0, bad]))
+
+
+def test_indexing_by_mask_or_apart_stays_eager() -> None:
+    """Index tensors apart from each other (or beside an int) move their dims to the front: one
+    torch call. A mask's result has as many elements as it has Trues: a graph break. Both correct."""
+    x, i = torch.randn(3, 4, 5), torch.tensor([2, 0])
+    for fn in (lambda x, i: x[i, :, i], lambda x, i: x[0, i], lambda x, i: x[x > 0]):
+        compiled = minicompiler.compile(fn, backend="cpp")
+        torch.testing.assert_close(compiled(x, i), fn(x, i))
+    assert compiled.report.graph_breaks and "nonzero" in compiled.report.graph_breaks[0].reason
+    apart = minicompiler.compile(lambda x, i: x[i, :, i], backend="cpp")
+    apart(x, i)
+    assert "extern" in {k.kind for g in apart.report.graphs for k in g.kernels}
 
 
 def test_gather_fuses_with_its_neighbours() -> None:
