@@ -17,6 +17,10 @@ find_python = $(firstword $(shell python$(1) -c 'import sys; print(sys.executabl
 PYTHON312 ?= $(call find_python,3.12)
 PYTHON313 ?= $(call find_python,3.13)
 
+# Each stage of `make test` is one process, so it runs two at a time (the CI machine has two cores), each
+# stage's output printed whole when it ends. `make -j1 test` runs them one by one.
+MAKEFLAGS += --jobs=2 --output-sync=target
+
 .PHONY: demo test lint unit notebooks bench clean lab browser-deps models-hf4
 .PRECIOUS: .venv3%/.installed  # made by a pattern rule, but kept: it is the environment
 
@@ -45,7 +49,7 @@ demo: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check minicompiler tests
 
-test: lint unit $(if $(SKIP_PY312),,capture-py312) $(if $(SKIP_PY313),,capture-py313) notebooks
+test: lint unit $(if $(SKIP_PY312),,capture-py312) $(if $(SKIP_PY313),,capture-py313) notebooks models-hf4
 	$(if $(SKIP_PY312),@echo "make test: SKIP_PY312 is set: the capture tests and notebooks did not run on Python 3.12")
 	$(if $(SKIP_PY313),@echo "make test: SKIP_PY313 is set: the capture tests and notebooks did not run on Python 3.13")
 
@@ -57,7 +61,7 @@ capture-py3%: .venv3%/.installed
 	TRITON_INTERPRET=1 .venv3$*/bin/pytest tests/capture tests/test_symbolic_sizes.py
 	OMP_NUM_THREADS=$(if $(filter 12,$*),2,1) $(call run_notebooks,.venv3$*)
 
-# The Hugging Face model tests against the latest transformers 4 (the test venv has 5): `make models-hf4`
+# The Hugging Face model tests again against the latest transformers 4 (the test venv has a pinned 5.x)
 .venv-hf4/.installed: pyproject.toml
 	$(PYTHON) -m venv .venv-hf4
 	.venv-hf4/bin/python -m pip install -q "$(TORCH_PIN)" "transformers>=4.57,<5" pytest hypothesis numpy
