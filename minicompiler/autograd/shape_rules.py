@@ -6,6 +6,7 @@ inverse view; a matrix product's gradients are matrix products.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ import torch
 from minicompiler.autograd.vjp import Grads, GraphOps, NotDifferentiable, normalize_dim, sum_to_size, vjp, zeros
 from minicompiler.ir import Node
 from minicompiler.ir.gather import accumulate_at
+from minicompiler.ir.graph import contiguous_strides
 from minicompiler.ir.symbolic_shapes import slice_bounds
 
 
@@ -189,7 +191,22 @@ def vjp_cat(ops: GraphOps, g: Node, y: Node, tensors: list[Node], dim: int = 0) 
 
 @vjp("load_at")  # out[p] = x[indices[p]]: g[p] is added back at indices[p], none to the indices
 def vjp_load_at(ops: GraphOps, g: Node, y: Node, x: Node, indices: tuple[Any, ...]) -> Grads:
-    return ops.torch_call(accumulate_at, x.meta.shape, indices, g), None
+    return ops.torch_call(accumulate_at, x.meta.shape, _flat_position(ops, indices, x.meta.shape), g), None
+
+
+def _flat_position(ops: GraphOps, indices: tuple[Any, ...], shape: tuple[Any, ...]) -> Any:
+    """sum(i_d * stride_d) over x's dims: pointwise, so computed in the kernel that computes the
+    indices, and torch gets one position tensor instead of one per dim to combine itself."""
+    constant, terms = 0, []
+    for index, stride in zip(indices, contiguous_strides(shape), strict=True):
+        if isinstance(index, Node):
+            terms.append(index if stride == 1 else ops.mul(index, stride))
+        else:
+            constant += index * stride
+    if not terms:
+        return constant
+    position = functools.reduce(ops.add, terms)
+    return position if constant == 0 else ops.add(position, constant)
 
 
 # Functions that draw random numbers: recomputing one in the backward would draw new numbers.

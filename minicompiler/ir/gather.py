@@ -1,6 +1,6 @@
 """What `load_at` (the op table's one gather) means, run by torch: the reference interpreter and
 shape inference run `load_at`; `check_indices` guards it where a user gives the indices; and
-`accumulate_at` is its backward, the adjoint that the VJP rule calls."""
+`accumulate_at` is its backward, the adjoint that the VJP rule calls at flat positions."""
 
 from __future__ import annotations
 
@@ -27,15 +27,14 @@ def check_indices(index: torch.Tensor, low: int, high: int) -> torch.Tensor:
     return index
 
 
-def accumulate_at(shape: tuple[int, ...], indices: tuple[Any, ...], grad: torch.Tensor) -> torch.Tensor:
-    """Zeros of `shape` with each element of `grad` added at its `indices` (load_at's backward:
-    an element read twice, as by repeat, a gather or overlapping pool windows, gets both gradients).
+def accumulate_at(shape: tuple[int, ...], position: Any, grad: torch.Tensor) -> torch.Tensor:
+    """Zeros of `shape` with each element of `grad` added at its flat `position` in them (load_at's
+    backward: an element read twice, as by repeat, a gather or overlapping pool windows, gets both
+    gradients). The positions come computed by a generated kernel (autograd/shape_rules.py).
 
-    One `index_add_` at flat positions: on the GPU that is atomic adds, where `index_put_` with
-    accumulate sorts the indices first (7.5 of a 24.6 ms ResNet-18 training step on the H100)."""
+    One `index_add_`: on the GPU that is atomic adds, where `index_put_` with accumulate sorts the
+    indices first (7.5 of a 24.6 ms ResNet-18 training step on the H100)."""
     out = torch.zeros(shape, dtype=grad.dtype, device=grad.device)
-    flat = sum((torch.as_tensor(i, device=grad.device) * stride for i, stride in zip(indices, out.stride(),
-                                                                                     strict=True)),
-               torch.zeros((), dtype=torch.int64, device=grad.device))
-    out.view(-1).index_add_(0, flat.broadcast_to(grad.shape).reshape(-1), grad.reshape(-1))
+    flat = torch.as_tensor(position, device=grad.device).broadcast_to(grad.shape).reshape(-1)
+    out.view(-1).index_add_(0, flat, grad.reshape(-1))
     return out
