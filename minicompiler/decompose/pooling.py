@@ -205,6 +205,9 @@ def _adaptive(ops: GraphOps, x: Node, size: Sequence[int]) -> tuple[list[int], l
 
 @register_decomposition("adaptive_avg_pool")
 def adaptive_avg_pool(ops: GraphOps, x: Node, size: Sequence[int]) -> Node:
+    if all(out == 1 for out in size):  # global average pooling (every CNN's head): a mean, whose
+        # gradient is an expand, not a window gather and its scatter-add
+        return ops.mean(x, tuple(range(x.meta.ndim - len(size), x.meta.ndim)), True)
     window, where, bounds = _adaptive(ops, x, size)
     values, _ = windowed(ops, x, size, window, where, bounds, 0)
     total = ops.sum(ops.convert(values, opmath(x.meta.dtype)), window_dims(x, len(size)), False)

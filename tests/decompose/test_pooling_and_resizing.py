@@ -132,6 +132,17 @@ def test_gradient(name: str) -> None:
     torch.testing.assert_close(actual, expected)
 
 
+def test_global_average_pool_is_a_mean() -> None:
+    """Every CNN's head, adaptive_avg_pool2d(x, 1), is a mean: its gradient an expand, all in
+    generated kernels (as a window gather it had a scatter-add in the backward)."""
+    x = torch.randn(2, 3, 5, 7, requires_grad=True)
+    pool = lambda x: F.adaptive_avg_pool2d(x, 1)  # noqa: E731
+    compiled = minicompiler.compile(pool, backend="cpp")
+    torch.testing.assert_close(compiled(x), pool(x))
+    torch.testing.assert_close(torch.autograd.grad(compiled(x).sum(), x), torch.autograd.grad(pool(x).sum(), x))
+    assert "extern" not in {k.kind for g in compiled.report.graphs for k in g.kernels}
+
+
 @pytest.mark.parametrize("pool", [lambda x: F.max_pool2d(x, 3, 2, 1), lambda x: F.adaptive_max_pool2d(x, 2)])
 def test_max_pool_gradient_goes_to_one_of_tied_maxima(pool: Callable[..., Any]) -> None:
     """A window of ReLU zeros: torch gives its gradient to the first zero only (amax would share it)."""
