@@ -111,3 +111,12 @@ def test_low_precision_quotients_near_a_whole_number(backend: str, dtype: torch.
         return torch.div(a, b, rounding_mode=mode)
 
     torch.testing.assert_close(minicompiler.compile(fn, backend=backend)(a, b), fn(a, b), rtol=0, atol=0)
+
+
+def test_round_after_a_product_keeps_eagers_order() -> None:
+    """round(x * 10, decimals=2) is round((x * 10) * 100) / 100 with each product rounded, as eager:
+    at these x, x * 1000 in one step (what GCC's reassociation made of it) lands on the other side
+    of a half, another whole number (found by CI: one element in 44 of a random input)."""
+    x = torch.tensor([-4.320500373840332, 4.4205002784729, 5.960500240325928, -2.1394999027252197])
+    fn = lambda x: torch.round(x * 10, decimals=2)  # noqa: E731
+    torch.testing.assert_close(minicompiler.compile(fn, backend="cpp")(x), fn(x), rtol=0, atol=1e-5)
