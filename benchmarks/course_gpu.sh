@@ -1,37 +1,51 @@
 #!/usr/bin/env bash
-# The course's GPU checks on the lent H100, in one call of at most ~9 minutes; results land in $OUT:
-#   bash benchmarks/course_gpu.sh            (carry .whl, .whl_gpu: see README.md "GPU runs")
+# The course on the lent GPU machine: notebooks executed there (their GPU cells' outputs stored) and
+# nbval over notebooks with every GPU cell live. Results land in $OUT:
 #
-#   device.txt        GPU, driver, versions; the CUDA cases of the gradient tests (kinks, timm-style
-#                     residual blocks), tests/runtime and the layout tests, Triton on the GPU itself
-#   timm_training.*   timm ResNet-18/50 training steps, eager vs minicompiler: gradients checked, times
-#   notebooks.tar     notebooks 11 and 12 executed on the GPU (their GPU cells run), as
-#                     notebooks/execute.py stores them
+#   bash benchmarks/course_gpu.sh --execute 11 --nbval 00 01 02    (carry .whl, .whl_gpu: README "GPU runs")
+#
+#   device.txt         GPU, driver, Python, torch, triton, date
+#   executed.tar       the notebooks named after --execute, as notebooks/execute.py stores them
+#   nbval_<first>.txt  nbval's summary over the notebooks named after --nbval (numbers are prefixes)
+#
+# A device call lasts 10 minutes at most: notebook 10 runs its GPU cells under a per-cell budget
+# (NB10_GPU_BUDGET_S), and the whole course takes two or three calls.
 set -uo pipefail
 out=${OUT:-course_out}
 mkdir -p "$out"
-export MINICOMPILER_PROGRESS=0
+export MINICOMPILER_PROGRESS=0 NB10_GPU_BUDGET_S=${NB10_GPU_BUDGET_S:-10}
 start=$(date +%s)
 part() { echo "== $1 ($(( $(date +%s) - start )) s since start)"; }
+notebooks_named() { for prefix in "$@"; do ls notebooks/"$prefix"_*.ipynb; done; }
+
+execute=() nbval=() list=execute
+for arg in "$@"; do
+  case "$arg" in
+    --execute) list=execute ;;
+    --nbval) list=nbval ;;
+    *) if [ "$list" = execute ]; then execute+=("$arg"); else nbval+=("$arg"); fi ;;
+  esac
+done
 
 part device
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)"
   date -u +%Y-%m-%dT%H:%MZ
-  timeout 90 python -m pytest -q -p no:cacheprovider -k "cuda or gpu or runtime" \
-      tests/autograd/test_gradients_at_kinks.py tests/training/test_residual_blocks.py tests/runtime \
-      tests/test_compiled_layout.py tests/training/test_training_end_to_end.py 2>&1 | tail -4
 } 2>&1 | tee "$out/device.txt"
 
-part "timm training"
-timeout 120 python -m minicompiler.bench --device cuda --no-kernels --no-torch-compile --modes default \
-    --tasks training --only resnet --repeats 5 --deadline-s 70 --json "$out/timm_training.json" \
-    > "$out/timm_training.txt" 2> "$out/timm_training.log"
-tail -20 "$out/timm_training.txt"
+if [ ${#execute[@]} -gt 0 ]; then
+  part "execute ${execute[*]}"
+  for notebook in $(notebooks_named "${execute[@]}"); do
+    timeout 300 python notebooks/execute.py "$notebook" 2>&1 | grep -v "^\[IPKernelApp\]" | tail -3
+  done
+  tar -cf "$out/executed.tar" $(notebooks_named "${execute[@]}")
+fi
 
-part notebooks
-for notebook in 11_models_and_training 12_next_to_torch_compile_and_debugging; do
-  timeout 170 python notebooks/execute.py "notebooks/$notebook.ipynb" 2>&1 | grep -v "^\[IPKernelApp\]" | tail -3
-done
-tar -cf "$out/notebooks.tar" notebooks/11_models_and_training.ipynb notebooks/12_next_to_torch_compile_and_debugging.ipynb
+if [ ${#nbval[@]} -gt 0 ]; then
+  part "nbval ${nbval[*]}"
+  timeout "${NBVAL_TIMEOUT_S:-560}" python -m pytest -q -p no:randomly -p no:cacheprovider --nbval \
+      --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg -rs $(notebooks_named "${nbval[@]}") \
+      > "$out/nbval_${nbval[0]}.txt" 2>&1
+  grep -v "^\[IPKernelApp\]" "$out/nbval_${nbval[0]}.txt" | tail -40
+fi
 part done
