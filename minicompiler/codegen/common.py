@@ -177,6 +177,10 @@ class KernelOps(abc.ABC):
             if len(shape) == len(kernel.domain):  # keepdim shape: skip the folded dims
                 strides = tuple(strides[d] for d in kept)
             return render_index(self.xvar, index_terms(sizes.reduced_shape, strides), self.floordiv)
+        if kernel.kind == "pointwise":  # the row index walks the domain in its loop order
+            walk = kernel.loop_order
+            terms = index_terms(tuple(sizes.domain[d] for d in walk), tuple(strides[d] for d in walk))
+            return render_index(self.xvar, terms, self.floordiv)
         dims = kernel.reduction_dims
         outer = index_terms(sizes.reduced_shape, tuple(strides[d] for d in kept))
         inner = self.reduced_index(tuple(sizes.domain[d] for d in dims), tuple(strides[d] for d in dims))
