@@ -179,3 +179,15 @@ def test_embedding_backward_is_generated(backend: str) -> None:
     stages = [s for g in compiled.report.graphs for s in g.stages + g.autograd]
     assert "accumulate_at" not in "".join(s.text for s in stages)
     assert "store_at" in "".join(s.text for s in stages if s.name.startswith("fuse"))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_in_place_on_an_input(backend: str) -> None:
+    # x.index_add_ changes the caller's x, as eager's does
+    fn = lambda x, i, s: x.index_add_(0, i, s).mul(2)  # noqa: E731
+    x, index, source = torch.randn(4, 3), torch.randint(0, 4, (6,)), torch.randn(6, 3)
+    mine, theirs = x.clone(), x.clone()
+    compiled = minicompiler.compile(fn, backend=backend)
+    torch.testing.assert_close(compiled(mine, index, source), fn(theirs, index, source))
+    torch.testing.assert_close(mine, theirs)
+    assert_generated(compiled)
