@@ -51,6 +51,7 @@ from minicompiler.ir.graph import Node
 from minicompiler.ir.ops import OPS
 from minicompiler.ir.reductions import INDEX_REDUCTIONS
 from minicompiler.ir.scans import INDEX_SCANS, SCAN_REDUCTION
+from minicompiler.ir.scatter import ATOMIC_DTYPES
 from minicompiler.runtime import loader
 
 PARALLEL_THRESHOLD = 32768  # fewer elements than this: one thread beats waking OpenMP's team
@@ -90,10 +91,8 @@ REDUCE = {"sum": "{acc} + {value}", "prod": "{acc} * {value}", "amax": "max_prop
           # argmax/argmin keep the best value in `acc` and its position in the row in `acc_index`
           "argmax": "argmax_step({acc}, {acc}_index, {value}, {position})",
           "argmin": "argmin_step({acc}, {acc}_index, {value}, {position})"}
-# store_at's combines as the pointwise op that merges two values; those C++ has an `omp atomic` for
+# store_at's combines as the pointwise op that merges two values (adds of ATOMIC_DTYPES: `omp atomic`)
 SCATTER_COMBINE = {"add": "add", "amax": "maximum", "amin": "minimum"}
-ATOMIC_ADD_TYPES = frozenset({torch.float32, torch.float64, torch.int64, torch.int32, torch.int16, torch.int8,
-                              torch.uint8})
 OMP_REDUCTION = {"sum": "+", "prod": "*", "amax": "max_propagate_nan", "amin": "min_propagate_nan"}
 # a scan's step; cumsum, cumprod, cummax and cummin step as their reduction does (SCAN_REDUCTION)
 SCAN_STEP = {"logcumsumexp": "{acc} = log_add_exp({acc}, {value})",
@@ -172,7 +171,7 @@ class CppOps(KernelOps):
     def store_at(self, param: str, dtype: torch.dtype, offset: Value, value: Value, combine: str) -> None:
         if combine == "replace":  # the loop runs in order: of two writes to one element the last stays
             self.store(param, dtype, offset.text, value, "element")
-        elif combine == "add" and dtype in ATOMIC_ADD_TYPES:  # the loop may run on many threads
+        elif combine == "add" and dtype in ATOMIC_DTYPES:  # the loop may run on many threads
             self.writer.line("#pragma omp atomic")
             self.writer.line(f"{param}[{offset}] += static_cast<{STORAGE_TYPES[dtype]}>({value});")
         else:  # read, combine and write back, in a loop that runs on one thread
@@ -341,7 +340,7 @@ def _parallel_clause(sizes: KernelSizes) -> str | None:
 def _atomic_adds(scatter: Node) -> bool:
     """Does this store_at combine by `omp atomic` adds (so that its loop may run on many threads)?
     Other combines run their loop in order on one thread, as eager's CPU kernels do."""
-    return scatter.args[3] == "add" and scatter.meta.dtype in ATOMIC_ADD_TYPES
+    return scatter.args[3] == "add" and scatter.meta.dtype in ATOMIC_DTYPES
 
 
 def _uses_fast_trig(kernel: Kernel) -> bool:
