@@ -235,8 +235,10 @@ class TritonOps(KernelOps):
         pointer = f"{param} + {offset} + 0 * {self.block_index('element')}"
         value = self.tensor(value)
         text = value.text if dtype == value.dtype else f"{value}.to({self.type_name(dtype)})"
-        mask = self.gathered_mask("element")
-        self.writer.line(f"{SCATTER[combine]}({pointer}, {text}{f', mask={mask}' if mask else ''})")
+        options = [f"mask={mask}"] if (mask := self.gathered_mask("element")) else []
+        if combine != "replace":  # no other memory access is ordered by these: the cheapest atomics
+            options.append('sem="relaxed"')
+        self.writer.line(f"{SCATTER[combine]}({', '.join([pointer, text, *options])})")
 
     def reduction_init(self, op: str, dtype: torch.dtype) -> str:
         acc = self.fresh("acc")

@@ -191,3 +191,14 @@ def test_in_place_on_an_input(backend: str) -> None:
     torch.testing.assert_close(compiled(mine, index, source), fn(theirs, index, source))
     torch.testing.assert_close(mine, theirs)
     assert_generated(compiled)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dynamic_sizes(backend: str) -> None:
+    # one compile for several sizes of x and of the values: the kernels take their sizes as arguments
+    fn = lambda x, i, s: torch.index_add(x, 0, i, s).relu()  # noqa: E731
+    compiled = minicompiler.compile(fn, backend=backend, dynamic=True)
+    for rows, picks in [(5, 9), (7, 13), (11, 3)]:
+        x, index, source = torch.randn(rows, 4), torch.randint(0, rows, (picks,)), torch.randn(picks, 4)
+        torch.testing.assert_close(compiled(x, index, source), fn(x, index, source))
+    assert_generated(compiled)
