@@ -24,8 +24,9 @@ REDUCE = {"sum": "sum", "add": "sum", "amax": "amax", "amin": "amin", "mean": "m
 
 
 def _kept_whole(x: Any, accumulates: bool, *tensors: Any) -> bool:
-    """Whether torch runs the op: complex data, or an accumulation in a dtype without atomics."""
-    if any(isinstance(t, Node) and t.meta.dtype.is_complex for t in (x, *tensors)):
+    """Whether torch runs the op: complex data, values of another dtype than x (torch raises), or
+    an accumulation in a dtype without atomics."""
+    if any(isinstance(t, Node) and (t.meta.dtype.is_complex or t.meta.dtype != x.meta.dtype) for t in (x, *tensors)):
         return True
     return accumulates and x.meta.dtype not in ATOMIC_DTYPES
 

@@ -1,6 +1,8 @@
 """A kernel's body, written once against an `ops` handler (see `common.py`).
 
 Pointwise kernel: for each element, compute every node and store the ones that are buffers.
+A scatter (store_at) ends a pointwise kernel over its values: each element is combined into the
+output at the position computed for it, rather than stored at its own.
 
 Reduction kernel, for each row:
     stage 0: row values that need no reduction

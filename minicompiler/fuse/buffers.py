@@ -4,7 +4,8 @@ Inside a kernel a value is a register. It becomes a buffer (a contiguous tensor 
 allocates) only when something outside its kernel reads it: the graph's output, an extern
 call, a view, or another kernel. Inputs, extern outputs and views are buffers by nature.
 `full` constants are written inline into every kernel that reads them, so kernels never
-load them.
+load them. A scatter (store_at) writes into its base's memory where nothing else needs the base,
+else into a copy of it.
 """
 
 from __future__ import annotations
