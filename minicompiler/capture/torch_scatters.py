@@ -20,7 +20,7 @@ from minicompiler.capture.torch_ops import extern, lowers
 from minicompiler.ir import Graph, Node
 from minicompiler.ir.scatter import ATOMIC_DTYPES
 
-REDUCE = {"sum": "sum", "add": "sum", "amax": "amax", "amin": "amin", "mean": "mean"}  # scatter's "add" too
+REDUCES = frozenset({"sum", "amax", "amin", "mean"})  # scatter_reduce's, less "prod" (no atomic multiply)
 
 
 def _kept_whole(x: Any, accumulates: bool, *tensors: Any) -> bool:
@@ -31,12 +31,17 @@ def _kept_whole(x: Any, accumulates: bool, *tensors: Any) -> bool:
     return accumulates and x.meta.dtype not in ATOMIC_DTYPES
 
 
+def _other_ranks(x: Node, index: Node, src: Any) -> bool:
+    """scatter's index and src (a tensor) must have x's rank (torch raises otherwise)."""
+    ranks = {index.meta.ndim} | ({src.meta.ndim} if isinstance(src, Node) else set())
+    return ranks != {x.meta.ndim} and x.meta.ndim != 0
+
+
 @lowers(torch.scatter, methods=["scatter"])
 def scatter(g: Graph, x: Node, dim: int, index: Node, src: Any = None, value: Any = None,
             reduce: str | None = None) -> Node:
     src = value if src is None else src
-    if reduce not in (None, "add") or _kept_whole(x, reduce is not None, src) or isinstance(src, Node) and (
-            src.meta.ndim != index.meta.ndim):
+    if reduce not in (None, "add") or _kept_whole(x, reduce is not None, src) or _other_ranks(x, index, src):
         return extern(g, torch.scatter, x, dim, index, src, **({"reduce": reduce} if reduce else {}))
     if reduce is None:
         return g.call("scatter", x, dim, index, src)
@@ -47,7 +52,7 @@ def scatter(g: Graph, x: Node, dim: int, index: Node, src: Any = None, value: An
 
 @lowers(torch.scatter_add, methods=["scatter_add"])
 def scatter_add(g: Graph, x: Node, dim: int, index: Node, src: Node) -> Node:
-    if _kept_whole(x, True, src) or src.meta.ndim != index.meta.ndim:
+    if _kept_whole(x, True, src) or _other_ranks(x, index, src):
         return extern(g, torch.scatter_add, x, dim, index, src)
     return g.call("scatter_reduce", x, dim, index, src, "sum", True)
 
@@ -56,9 +61,9 @@ def scatter_add(g: Graph, x: Node, dim: int, index: Node, src: Node) -> Node:
 def scatter_reduce(g: Graph, x: Node, dim: int, index: Node, src: Node, reduce: str, *,
                    include_self: bool = True) -> Node:
     integer_mean = reduce == "mean" and not x.meta.dtype.is_floating_point  # torch divides rounding down
-    if reduce not in REDUCE or integer_mean or _kept_whole(x, True, src) or src.meta.ndim != index.meta.ndim:
+    if reduce not in REDUCES or integer_mean or _kept_whole(x, True, src) or _other_ranks(x, index, src):
         return extern(g, torch.scatter_reduce, x, dim, index, src, reduce, include_self=include_self)
-    return g.call("scatter_reduce", x, dim, index, src, REDUCE[reduce], include_self)
+    return g.call("scatter_reduce", x, dim, index, src, reduce, include_self)
 
 
 @lowers(torch.index_add, methods=["index_add"])
