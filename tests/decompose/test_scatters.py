@@ -202,3 +202,14 @@ def test_dynamic_sizes(backend: str) -> None:
         x, index, source = torch.randn(rows, 4), torch.randint(0, rows, (picks,)), torch.randn(picks, 4)
         torch.testing.assert_close(compiled(x, index, source), fn(x, index, source))
     assert_generated(compiled)
+
+
+def test_low_precision_gradient_keeps_torchs_index_add() -> None:
+    # no atomic adds for bfloat16 in both backends: load_at's backward stays one torch index_add_
+    weight = torch.randn(7, 4, dtype=torch.bfloat16, requires_grad=True)
+    ids = torch.randint(0, 7, (5, 6))
+    compiled = minicompiler.compile(lambda w, i: torch.nn.functional.embedding(i, w) * 3, backend="cpp")
+    weights = torch.randn(5, 6, 4, dtype=torch.bfloat16)
+    expected = torch.autograd.grad((torch.nn.functional.embedding(ids, weight) * 3 * weights).sum(), weight)
+    actual = torch.autograd.grad((compiled(weight, ids) * weights).sum(), weight)
+    torch.testing.assert_close(actual, expected)
