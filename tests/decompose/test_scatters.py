@@ -213,3 +213,17 @@ def test_low_precision_gradient_keeps_torchs_index_add() -> None:
     expected = torch.autograd.grad((torch.nn.functional.embedding(ids, weight) * 3 * weights).sum(), weight)
     actual = torch.autograd.grad((compiled(weight, ids) * weights).sum(), weight)
     torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_values_and_positions_are_computed_in_the_scatter_kernel(backend: str) -> None:
+    # scatter_add(x, 1, i, exp(s)): exp and the position formula run in the kernel that adds; the
+    # base's copy is a kernel of its own, and the sum of the result one more (it reads whole rows)
+    fn = lambda x, i, s: torch.scatter_add(x, 1, i, s.exp()).sum(1)  # noqa: E731
+    x, index, source = torch.randn(4, 6), torch.randint(0, 6, (4, 9)), torch.randn(4, 9)
+    compiled = minicompiler.compile(fn, backend=backend)
+    torch.testing.assert_close(compiled(x, index, source), fn(x, index, source))
+    kernels = [k.nodes for g in compiled.report.graphs for k in g.kernels if k.kind == "pointwise"]
+    scatter = next(nodes for nodes in kernels if "store_at" in nodes)
+    assert "exp" in scatter and any(n.startswith("add") for n in scatter), scatter
+    assert scatter[-1] == "store_at" and ["clone"] in kernels
