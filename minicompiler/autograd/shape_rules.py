@@ -13,9 +13,10 @@ from typing import Any
 import torch
 
 from minicompiler.autograd.vjp import Grads, GraphOps, NotDifferentiable, normalize_dim, sum_to_size, vjp, zeros
-from minicompiler.ir import Node
+from minicompiler.ir import OPS, Node
 from minicompiler.ir.gather import accumulate_at
 from minicompiler.ir.graph import contiguous_strides
+from minicompiler.ir.scatter import ATOMIC_DTYPES
 from minicompiler.ir.symbolic_shapes import slice_bounds
 
 
@@ -191,7 +192,34 @@ def vjp_cat(ops: GraphOps, g: Node, y: Node, tensors: list[Node], dim: int = 0) 
 
 @vjp("load_at")  # out[p] = x[indices[p]]: g[p] is added back at indices[p], none to the indices
 def vjp_load_at(ops: GraphOps, g: Node, y: Node, x: Node, indices: tuple[Any, ...]) -> Grads:
-    return ops.torch_call(accumulate_at, x.meta.shape, _flat_position(ops, indices, x.meta.shape), g), None
+    position = _flat_position(ops, indices, x.meta.shape)
+    if g.meta.dtype not in ATOMIC_DTYPES:  # no atomic adds for it in both backends: torch's index_add_
+        return ops.torch_call(accumulate_at, x.meta.shape, position, g), None
+    # a generated kernel of atomic adds into zeros, which computes the positions itself
+    return ops.store_at(zeros(ops, x.meta.shape, g.meta.dtype, x.meta.device), position, g, "add"), None
+
+
+@vjp("store_at")
+def vjp_store_at(ops: GraphOps, g: Node, y: Node, base: Node, position: Any, values: Any, combine: str) -> Grads:
+    # the values' gradient is g read at their positions (a gather), none to the positions; the
+    # base's is g where it survives: everywhere for add, nowhere it was overwritten for replace
+    if combine in ("add", "replace"):
+        g_values = ops.load_at(_flattened(ops, g), (position,)) if isinstance(values, Node) else None
+        g_base = g if combine == "add" else ops.store_at(ops.clone(g), position, 0, "replace")
+        return g_base, None, g_values, None
+    # amax, amin: g shared evenly among the elements equal to the result there, base's and values' alike
+    won = ops.eq(base, y)
+    taken = ops.eq(values, ops.load_at(_flattened(ops, y), (position,)))
+    count = ops.store_at(ops.convert(won, g.meta.dtype), position, ops.convert(taken, g.meta.dtype), "add")
+    share = ops.div(g, ops.maximum(count, 1))
+    g_values = ops.where(taken, ops.load_at(_flattened(ops, share), (position,)), 0)
+    return ops.where(won, share, 0), None, g_values if isinstance(values, Node) else None, None
+
+
+def _flattened(ops: GraphOps, t: Node) -> Node:
+    """t as one row, to be read at flat positions: a view of its buffer, or of a copy where t is a
+    view itself (an expanded gradient, which no reshape can view)."""
+    return ops.reshape(ops.clone(t) if t.op in OPS and OPS[t.op].kind == "view" else t, (t.meta.numel,))
 
 
 def _flat_position(ops: GraphOps, indices: tuple[Any, ...], shape: tuple[Any, ...]) -> Any:

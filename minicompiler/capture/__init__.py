@@ -21,6 +21,7 @@ from minicompiler.capture import (  # noqa: F401  (fill the tables)
     torch_products,
     torch_reductions,
     torch_resizing,
+    torch_scatters,
     torch_searches,
     torch_special,
     torch_splits,

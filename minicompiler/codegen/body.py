@@ -1,6 +1,8 @@
 """A kernel's body, written once against an `ops` handler (see `common.py`).
 
 Pointwise kernel: for each element, compute every node and store the ones that are buffers.
+A scatter (store_at) ends a pointwise kernel over its values: each element is combined into the
+output at the position computed for it, rather than stored at its own.
 
 Reduction kernel, for each row:
     stage 0: row values that need no reduction
@@ -33,7 +35,7 @@ from minicompiler.codegen.common import (
     compute_dtype,
     python_value,
 )
-from minicompiler.fuse.schedule import Kernel
+from minicompiler.fuse.schedule import Kernel, writes_into
 from minicompiler.ir.graph import Node, TensorMeta
 from minicompiler.ir.ops import COMPARISONS, OPS
 from minicompiler.ir.reductions import INDEX_REDUCTIONS
@@ -70,7 +72,7 @@ def in_place_params(kernel: Kernel) -> list[tuple[str, str, Node]]:
     """(input parameter, output parameter, input) for each input the kernel reads and also
     overwrites with its new value (fuse/in_place.py): the input is not passed on its own, its
     parameter is declared in the kernel as the output's pointer."""
-    reads = {i for node in kernel.nodes for i in node.inputs()}
+    reads = {i for node in kernel.nodes for i in node.inputs() if not writes_into(node, i)}
     return [(param_name(b.into, False), param_name(b.node, True), b.into)
             for b in kernel.outputs if b.into is not None and b.into in reads]
 
@@ -229,6 +231,9 @@ class BodyWriter:
 
     def compute(self, node: Node, level: Level, scope: dict[Any, Value], store: bool = True) -> None:
         with self.ops.writer.origin(node):
+            if OPS[node.op].kind == "scatter":  # stored at its positions, not at the loop's element
+                self.store_at(node, level, scope)
+                return
             if OPS[node.op].kind == "view":  # a view in a kernel renames a value (fuse/rules.py)
                 scope[node] = self.operand(node.args[0], compute_dtype(node.meta.dtype), scope, level)
             elif OPS[node.op].kind == "scan":  # the element folded into the row's running value
@@ -318,6 +323,15 @@ class BodyWriter:
             terms.append(value.text if stride == 1 else f"({value}) * {stride}")
         moving = any(isinstance(i, Node) for i in indices)
         return self.ops.load(param, source.meta.dtype, " + ".join(terms) or "0", level, gathered=moving)
+
+    def store_at(self, node: Node, level: Level, scope: dict[Any, Value]) -> None:
+        """out.flat[position] = combine(out.flat[position], value) for the loop's element of the
+        values: the output is the base's memory or its copy (fuse/buffers.py), laid out row-major,
+        so a flat position is an offset; it is in range (the decompositions check it)."""
+        _, position, values, combine = node.args
+        offset = self.operand(position, torch.int64, scope, level)
+        value = self.operand(values, compute_dtype(node.meta.dtype), scope, level)
+        self.ops.store_at(param_name(node, True), node.meta.dtype, offset, value, combine)
 
     def power(self, exponent: Any, values: list[Value], out: torch.dtype) -> Value:
         ops = self.ops

@@ -229,6 +229,11 @@ class KernelOps(abc.ABC):
     def store(self, param: str, dtype: torch.dtype, index: str, value: Value, level: Level) -> None: ...
 
     @abc.abstractmethod
+    def store_at(self, param: str, dtype: torch.dtype, offset: Value, value: Value, combine: str) -> None:
+        """Combine `value` into element `offset` (a computed value) of the output `param` (store_at:
+        combine is 'replace', 'add', 'amax' or 'amin'; other elements of the loop may hit it too)."""
+
+    @abc.abstractmethod
     def reduction_init(self, op: str, dtype: torch.dtype) -> str:
         """Declare an accumulator before a sweep over the reduced dims; returns its name."""
 

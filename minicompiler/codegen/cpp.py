@@ -26,7 +26,14 @@ from collections.abc import Callable, Iterator
 import torch
 
 from minicompiler.codegen import cpp_bessel, cpp_prelude, cpp_special, orthogonal_polynomials
-from minicompiler.codegen.body import BodyWriter, in_place_params, input_params, output_params, param_name
+from minicompiler.codegen.body import (
+    BOOL_ARITHMETIC,
+    BodyWriter,
+    in_place_params,
+    input_params,
+    output_params,
+    param_name,
+)
 from minicompiler.codegen.common import (
     CodegenError,
     CodeWriter,
@@ -41,8 +48,10 @@ from minicompiler.codegen.common import (
 from minicompiler.codegen.sizes import Extent, KernelSizes, index_terms, render_index
 from minicompiler.fuse.schedule import Kernel
 from minicompiler.ir.graph import Node
+from minicompiler.ir.ops import OPS
 from minicompiler.ir.reductions import INDEX_REDUCTIONS
 from minicompiler.ir.scans import INDEX_SCANS, SCAN_REDUCTION
+from minicompiler.ir.scatter import ATOMIC_DTYPES
 from minicompiler.runtime import loader
 
 PARALLEL_THRESHOLD = 32768  # fewer elements than this: one thread beats waking OpenMP's team
@@ -82,6 +91,8 @@ REDUCE = {"sum": "{acc} + {value}", "prod": "{acc} * {value}", "amax": "max_prop
           # argmax/argmin keep the best value in `acc` and its position in the row in `acc_index`
           "argmax": "argmax_step({acc}, {acc}_index, {value}, {position})",
           "argmin": "argmin_step({acc}, {acc}_index, {value}, {position})"}
+# store_at's combines as the pointwise op that merges two values (adds of ATOMIC_DTYPES: `omp atomic`)
+SCATTER_COMBINE = {"add": "add", "amax": "maximum", "amin": "minimum"}
 OMP_REDUCTION = {"sum": "+", "prod": "*", "amax": "max_propagate_nan", "amin": "min_propagate_nan"}
 # a scan's step; cumsum, cumprod, cummax and cummin step as their reduction does (SCAN_REDUCTION)
 SCAN_STEP = {"logcumsumexp": "{acc} = log_add_exp({acc}, {value})",
@@ -156,6 +167,17 @@ class CppOps(KernelOps):
         elif dtype != value.dtype:
             text = f"static_cast<{STORAGE_TYPES[dtype]}>({text})"
         self.writer.line(f"{param}[{index}] = {text};")
+
+    def store_at(self, param: str, dtype: torch.dtype, offset: Value, value: Value, combine: str) -> None:
+        if combine == "replace":  # the loop runs in order: of two writes to one element the last stays
+            self.store(param, dtype, offset.text, value, "element")
+        elif combine == "add" and dtype in ATOMIC_DTYPES:  # the loop may run on many threads
+            self.writer.line("#pragma omp atomic")
+            self.writer.line(f"{param}[{offset}] += static_cast<{STORAGE_TYPES[dtype]}>({value});")
+        else:  # read, combine and write back, in a loop that runs on one thread
+            old = self.load(param, dtype, offset.text, "element")
+            op = SCATTER_COMBINE[combine] if value.dtype != torch.bool else BOOL_ARITHMETIC[SCATTER_COMBINE[combine]]
+            self.store(param, dtype, offset.text, self.pointwise(op, old, value), "element")
 
     def reduction_init(self, op: str, dtype: torch.dtype) -> str:
         acc = self.fresh("acc")
@@ -287,10 +309,14 @@ def kernel_source(kernel: Kernel, dynamic: bool = False) -> CodeWriter:
         for param, out, node in in_place_params(kernel):  # derived from the output's pointer: no __restrict__ broken
             w.line(f"const {STORAGE_TYPES[node.meta.dtype]}* {param} = {out};  // {node.name} is written in place")
         parallel = _parallel_clause(ops.sizes)
-        if kernel.kind == "pointwise" and _uses_fast_trig(kernel):
+        scatter = next((n for n in kernel.nodes if OPS[n.op].kind == "scatter"), None)
+        if kernel.kind == "pointwise" and _uses_fast_trig(kernel) and scatter is None:
             _blocked_loop(ops, parallel)
         else:
-            if kernel.kind == "pointwise":
+            if scatter is not None:  # threads only with atomic adds, never simd lanes (two may hit one element)
+                if parallel is not None and _atomic_adds(scatter):
+                    w.line(f"#pragma omp parallel for{parallel}")
+            elif kernel.kind == "pointwise":
                 w.line("#pragma omp simd" if parallel is None else f"#pragma omp parallel for simd{parallel}")
             elif parallel is not None:
                 w.line(f"#pragma omp parallel for{parallel}")
@@ -309,6 +335,12 @@ def _parallel_clause(sizes: KernelSizes) -> str | None:
     if isinstance(numel, int):
         return "" if numel >= PARALLEL_THRESHOLD else None
     return f" if(parallel: {numel} >= {PARALLEL_THRESHOLD})"
+
+
+def _atomic_adds(scatter: Node) -> bool:
+    """Does this store_at combine by `omp atomic` adds (so that its loop may run on many threads)?
+    Other combines run their loop in order on one thread, as eager's CPU kernels do."""
+    return scatter.args[3] == "add" and scatter.meta.dtype in ATOMIC_DTYPES
 
 
 def _uses_fast_trig(kernel: Kernel) -> bool:

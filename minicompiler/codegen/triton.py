@@ -89,6 +89,8 @@ UPDATE = {"sum": "{acc} + {value}", "prod": "{acc} * {value}", "amax": "_max_nan
           "amin": "_min_nan({acc}, {value})"}
 SCAN_COMBINE = {"cumsum": "_add", "cumprod": "_mul", "cummax": "_max_nan", "cummin": "_min_nan",
                 "logcumsumexp": "_log_add_exp", "cummax_index": "_cummax_combine", "cummin_index": "_cummin_combine"}
+# store_at's combines: atomics where other lanes and programs may hit the same element
+SCATTER = {"replace": "tl.store", "add": "tl.atomic_add", "amax": "tl.atomic_max", "amin": "tl.atomic_min"}
 NO_POSITION = 2**63 - 1  # argmax's position before any: every real position is smaller, and wins a tie
 # (no tl.prod in Triton: a tl.reduce with a multiply); argmax/argmin fold (value, position) pairs
 FOLD = {"sum": "tl.sum({acc}, 1)", "prod": "tl.reduce({acc}, 1, _mul)", "amax": "tl.reduce({acc}, 1, _max_nan)",
@@ -227,6 +229,16 @@ class TritonOps(KernelOps):
         text = value.text if dtype == value.dtype else f"{value}.to({self.type_name(dtype)})"
         mask = self.mask(index)
         self.writer.line(f"tl.store({param} + {index}, {text}{f', mask={mask}' if mask else ''})")
+
+    def store_at(self, param: str, dtype: torch.dtype, offset: Value, value: Value, combine: str) -> None:
+        # the offset of one element may be a scalar: made a block, to match the mask (as a gathered load's)
+        pointer = f"{param} + {offset} + 0 * {self.block_index('element')}"
+        value = self.tensor(value)
+        text = value.text if dtype == value.dtype else f"{value}.to({self.type_name(dtype)})"
+        options = [f"mask={mask}"] if (mask := self.gathered_mask("element")) else []
+        if combine != "replace":  # no other memory access is ordered by these: the cheapest atomics
+            options.append('sem="relaxed"')
+        self.writer.line(f"{SCATTER[combine]}({', '.join([pointer, text, *options])})")
 
     def reduction_init(self, op: str, dtype: torch.dtype) -> str:
         acc = self.fresh("acc")

@@ -184,7 +184,8 @@ def _without_unread_views(schedule: Schedule, views: dict[Node, tuple]) -> list[
     read: set[Node] = set()
     for step in schedule.steps:
         if isinstance(step, Kernel):
-            read |= {b.node for b in step.inputs} | {b.into for b in step.outputs if b.into is not None}
+            read |= {b.node for b in step.inputs} | {b.into or b.copy_of for b in step.outputs
+                                                       if (b.into or b.copy_of) is not None}
         elif step.node in views:
             read.add(views[step.node][0])
         else:
@@ -232,6 +233,10 @@ def _kernel_lines(kernel: Kernel, w: _Writer, launch: Launch, dynamic: bool) -> 
     for buffer in kernel.outputs:
         if buffer.into is not None:  # the kernel overwrites the input with its new value (fuse/in_place.py)
             lines.append(f"    {w.names[buffer.node]} = {w.names[buffer.into]}  # written in place")
+            continue
+        if buffer.copy_of is not None:  # a scatter's base that is read elsewhere too: written into a copy
+            lines.append(f"    {w.names[buffer.node]} = {w.names[buffer.copy_of]}.clone("
+                         "memory_format=torch.contiguous_format)")
             continue
         device = "" if buffer.node.meta.device.type == "cpu" else f", device={str(buffer.node.meta.device)!r}"
         shape = [size_code(size) for size in sizes.of_shape(buffer.shape)]  # numbers, size0, ... or s0

@@ -15,6 +15,7 @@ from minicompiler.decompose import (  # noqa: F401  (fill the table)
     reductions,
     resizing,
     rounding,
+    scatters,
     shapes,
     special,
     special_functions,

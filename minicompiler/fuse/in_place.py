@@ -57,6 +57,8 @@ def _why_not_in_place(steps: list[Step], buffers: dict[Node, Buffer], value: Nod
     buffer = buffers.get(value)
     if buffer is None or buffer.origin != "kernel":
         return "the new value is not computed by a kernel"
+    if buffer.into is not None or buffer.copy_of is not None:
+        return "the new value is a scatter's, written into its base's memory or a copy of it"
     if (reason := _layout_mismatch(value, target)) is not None:
         return reason
     position = next(i for i, s in enumerate(steps) if isinstance(s, Kernel) and value in s.nodes)

@@ -20,6 +20,10 @@ The rules, in the words of the loop nest a kernel becomes:
     the comparison. The value is stored once, in the sweep that reduces it, and read back;
   - load_at (a gather: flip, pad, cat, embedding, ...) never joins the kernel computing the
     tensor it reads from: it reads elements other than the loop's own, so that tensor is stored;
+  - store_at (a scatter) runs over its values' elements, so it joins a pointwise kernel of that
+    shape (its values and positions computed there), never the one computing its base (whose
+    memory it writes into); and nothing joins after it: its result is whole only once every
+    element of the loop has written, so a reader of it runs in a later kernel;
   - extern calls never join: torch runs them.
 """
 
@@ -28,6 +32,7 @@ from __future__ import annotations
 from minicompiler.fuse.schedule import FusionDecision, Kernel, format_shape
 from minicompiler.ir.graph import Node
 from minicompiler.ir.ops import COMPARISONS, OPS
+from minicompiler.ir.symbolic_shapes import broadcast
 
 
 def reduction_dims(node: Node) -> tuple[int, ...]:
@@ -48,6 +53,8 @@ def iteration_space(node: Node) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(domain, reduction dims) of the loop nest that computes `node` on its own."""
     if OPS[node.op].kind in SWEPT:
         return node.args[0].meta.shape, reduction_dims(node)
+    if OPS[node.op].kind == "scatter":  # one step per element of the values (and positions)
+        return broadcast([a.meta.shape for a in node.args[1:3] if isinstance(a, Node)]), ()
     return node.meta.shape, ()
 
 
@@ -85,6 +92,10 @@ def view_refusal(kernel: Kernel, view: Node) -> str | None:
 
 def kernel_refusal(kernel: Kernel, node: Node) -> str | None:
     """Why `node` cannot be computed in `kernel`'s loop nest, or None if it can."""
+    if (scatter := next((n for n in kernel.nodes if OPS[n.op].kind == "scatter"), None)) is not None:
+        return f"{scatter.name} writes at computed positions: its kernel ends with it"
+    if OPS[node.op].kind == "scatter":
+        return _scatter_refusal(kernel, node)
     if OPS[node.op].kind == "view":
         if node.args[0] not in kernel.nodes:
             return f"{node.args[0].name} is not computed in the kernel"
@@ -120,6 +131,17 @@ def kernel_refusal(kernel: Kernel, node: Node) -> str | None:
     return None
 
 
+def _scatter_refusal(kernel: Kernel, node: Node) -> str | None:
+    if kernel.kind == "reduction":
+        return f"{node.op} writes at computed positions: it runs in a pointwise kernel"
+    if node.args[0] in kernel.nodes:
+        return f"{node.op} writes into a copy of {node.args[0].name}: that must be in memory first"
+    domain = iteration_space(node)[0]
+    if domain != kernel.domain:
+        return f"different iteration space: {format_shape(domain)} vs {format_shape(kernel.domain)}"
+    return None
+
+
 def _comparison_refusal(kernel: Kernel, node: Node) -> str | None:
     if node.op not in COMPARISONS or kernel.kind != "reduction":
         return None
@@ -151,7 +173,7 @@ def _acceptance(kernel: Kernel, node: Node) -> str:
             dims = reduction_dims(node)
             return f"reduction over dims {dims} of its producers' domain {format_shape(kernel.domain)}"
         return f"another reduction over dims {kernel.reduction_dims} of {format_shape(kernel.domain)}"
-    if node.meta.shape != kernel.domain:
+    if iteration_space(node)[0] != kernel.domain:
         return f"one value per row of the reduction over dims {kernel.reduction_dims}"
     return f"same iteration space {format_shape(kernel.domain)}"
 

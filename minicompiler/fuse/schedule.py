@@ -38,6 +38,7 @@ class Buffer:
     origin: BufferOrigin
     reasons: tuple[str, ...] = ()
     into: Node | None = None  # a changed input whose memory the kernel stores this new value in (in_place.py)
+    copy_of: Node | None = None  # a scatter's base, copied by the wrapper as the buffer's first value (buffers.py)
 
     @property
     def name(self) -> str:
@@ -57,8 +58,14 @@ class Buffer:
 
     def __str__(self) -> str:
         reasons = self.reasons + ((f"written in place into {self.into.name}",) if self.into is not None else ())
+        reasons += (f"starts as a copy of {self.copy_of.name}",) if self.copy_of is not None else ()
         why = f"  ({'; '.join(reasons)})" if reasons else ""
         return f"{self.name}: {self.node.meta} {self.origin}{why}"
+
+
+def writes_into(node: Node, value: Node) -> bool:
+    """Is `value` the base whose memory scatter `node` writes into (not a value it reads)?"""
+    return OPS[node.op].kind == "scatter" and value is node.args[0] and value not in node.args[1:]
 
 
 @dataclass(eq=False)

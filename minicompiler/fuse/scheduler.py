@@ -167,9 +167,10 @@ class _Scheduler:
         self.owner[node] = step
 
     def _needs_buffer(self, node: Node) -> bool:
-        """Does a graph output, an extern or a view read `node` (so it must be in memory)?"""
+        """Does a graph output, an extern or a view read `node`, or a gather or scatter its memory
+        (so it must be in memory)?"""
         return any(u.op == "output" or OPS[u.op].kind in ("extern", "view") or (u.op == "load_at" and u.args[0] is node)
-                   for u in self.users[node])
+                   or (OPS[u.op].kind == "scatter" and u.args[0] is node) for u in self.users[node])
 
     def _needed_in_memory(self, kernel: Kernel, view: Node) -> str | None:
         """Why `view` should rather be a buffer aliasing its input's (no copy): the graph's

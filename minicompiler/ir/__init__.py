@@ -1,8 +1,9 @@
 """The IR: Graph and Node, the op table, printer, verifier and reference interpreter."""
 
-from minicompiler.ir import (  # noqa: F401  (fill the op table with prod/argmax/argmin and the scans)
+from minicompiler.ir import (  # noqa: F401  (fill the op table with prod/argmax/argmin, the scans, store_at)
     reductions,
     scans,
+    scatter,
 )
 from minicompiler.ir.graph import Graph, Node, SourceLoc, TensorMeta, flatten, map_structure
 from minicompiler.ir.interpreter import run_graph

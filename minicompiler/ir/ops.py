@@ -5,6 +5,7 @@ Kinds (they decide how the scheduler treats a node):
   reduction  folds the dims in `dims` (a tuple of ints) of its first argument (prod, argmax,
              argmin: ir/reductions.py)
   scan       a running reduction along one dim: the same shape as its input (ir/scans.py)
+  scatter    writes values at computed positions into a copy of a base tensor (ir/scatter.py)
   view       a new shape or stride over the same elements (no arithmetic)
   extern     a library call kept whole (matmul, conv, ...): never fused, run by torch
   composite  a torch-level op that `decompose` rewrites into the kinds above
@@ -39,7 +40,7 @@ from minicompiler.ir.symbolic_shapes import (
     view_strides,
 )
 
-OpKind = Literal["pointwise", "reduction", "scan", "view", "extern", "composite"]
+OpKind = Literal["pointwise", "reduction", "scan", "scatter", "view", "extern", "composite"]
 
 
 @dataclass(frozen=True)

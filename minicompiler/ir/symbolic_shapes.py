@@ -25,6 +25,7 @@ ShapeRule = Callable[..., Shape]
 SAME_SHAPE = frozenset({
     "sigmoid", "relu", "gelu", "silu", "clamp", "softmax", "log_softmax", "layer_norm", "square",
     "contiguous", "softplus", "leaky_relu", "hardtanh", "clone", "detach", "flip", "roll", "check_indices",
+    "store_at",
 })
 
 

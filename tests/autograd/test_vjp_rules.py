@@ -155,6 +155,13 @@ SAMPLES: dict[str, list[Sample]] = {
     # repeated indices: an element read twice gets both gradients
     "load_at": [lambda: (randn(4, 3), (torch.tensor([[0], [3], [0]]), torch.tensor([[2, 0]]))),
                 lambda: (randn(5), (torch.tensor([4, 4, 1]),)), lambda: (randn(3, 2), (2, torch.tensor([1, 0, 1])))],
+    "store_at": [lambda: (randn(5), torch.tensor([4, 1, 4, 0]), randn(4), "add"),
+                 lambda: (randn(3, 2), torch.tensor([5, 0, 2]), randn(3), "replace"),
+                 lambda: (randn(5), torch.tensor([[1], [3]]), randn(2, 3), "amax"),
+                 lambda: (randn(5), torch.tensor([1, 3, 1, 1]), randn(4), "amin"),
+                 # ties: g shared among the base's and the values' equal maxima
+                 lambda: (torch.tensor([1.0, 2.0, 0.0], dtype=torch.float64), torch.tensor([0, 0, 2]),
+                          torch.tensor([1.0, 1.0, -1.0], dtype=torch.float64), "amax")],
     "check_indices": [lambda: (torch.tensor([0, -2, 3]), -3, 4)],
     "torch_call": [  # any torch function: its backward asks torch autograd
         lambda: (torch.nn.functional.softplus, randn(3, 4)),

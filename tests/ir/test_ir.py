@@ -105,7 +105,7 @@ def test_verifier_rejects_broken_graphs():
 
 def test_every_op_has_a_kind_and_an_impl():
     for name, op in OPS.items():
-        assert op.kind in ("pointwise", "reduction", "scan", "view", "extern", "composite"), name
+        assert op.kind in ("pointwise", "reduction", "scan", "scatter", "view", "extern", "composite"), name
         assert callable(op.impl), name
 
 
