@@ -113,9 +113,11 @@ class Kernel:
         slower on an H100). Row-major dims, reductions, and outputs with gaps or broadcasts walk
         the dims in order."""
         order = tuple(range(len(self.domain)))
-        if self.kind != "pointwise" or not self.outputs:
+        # (a scatter's output has its base's shape: the kernel walks the values, not it)
+        first = next((b for b in self.outputs if b.shape == self.domain), None)
+        if self.kind != "pointwise" or first is None:
             return order
-        strides = self.outputs[0].strides
+        strides = first.strides
         if not all(isinstance(n, int) for n in (*strides, *self.domain)):  # symbolic sizes: row-major
             return order
         walk = tuple(sorted(order, key=lambda d: -strides[d]))
