@@ -219,3 +219,34 @@ def test_pointwise_kernels_walk_channels_last_memory_in_order(backend: str) -> N
     assert "//" not in store and "/ " not in store, store  # the loop index itself: no index arithmetic
     load_y = next(line for line in kernel.code.splitlines() if "in_y" in line and ("load" in line or "in_y[" in line))
     assert "%" in load_y, load_y  # y, row-major, is the operand read out of order
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
+def test_triton_adds_a_convolutions_bias_in_the_kernel_after_it(training: bool) -> None:
+    """Triton: conv(x, w, b) is conv(x, w, None) + b, the add fused into the ReLU's kernel (cuDNN
+    would add b in a pass of its own); eval folds the batch norm into that bias first. Results and
+    gradients equal eager's. C++ keeps the bias in the call (oneDNN adds it for free)."""
+    if not os.environ.get("TRITON_INTERPRET"):
+        pytest.skip("Triton on CPU tensors needs TRITON_INTERPRET=1")
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                        nn.Conv2d(8, 4, 3, bias=True), nn.ReLU()).train(training)
+    eager = copy.deepcopy(net)
+    compiled = minicompiler.compile(net, backend="triton")
+    x = torch.randn(2, 3, 9, 11)
+    with torch.set_grad_enabled(training):
+        out, expected = compiled(x), eager(x)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+    graph = compiled.report.graphs[0]
+    notes = graph.stage("conv bias").notes
+    assert len(notes) == 2, notes  # the second convolution's bias, and the first's (in eval, the folded one)
+    convolutions = [line for line in graph.stage("conv bias").text.splitlines() if "torch_call(torch._Var" in line]
+    assert len(convolutions) == 2 and all(", None, (" in line for line in convolutions), convolutions
+    if training:
+        out.square().sum().backward()
+        expected.square().sum().backward()
+        for ours, theirs in zip(net.parameters(), eager.parameters(), strict=True):
+            torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-4)
+    cpp = minicompiler.compile(copy.deepcopy(net), backend="cpp")
+    with torch.no_grad():
+        cpp(x)
+    assert not any(s.name == "conv bias" for s in cpp.report.graphs[0].stages)

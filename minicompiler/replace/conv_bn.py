@@ -34,7 +34,8 @@ from minicompiler.simplify.facts import location
 CONVOLUTIONS = frozenset({torch.conv1d, torch.conv2d, torch.conv3d})
 
 
-def _is_conv(node: Any) -> bool:
+def is_conv(node: Any) -> bool:
+    """A torch_call of conv1d/2d/3d with positional arguments (x, weight, bias, ...)."""
     return (isinstance(node, Node) and node.op == "torch_call" and node.args[0] in CONVOLUTIONS
             and not node.kwargs and len(node.args) >= 3)
 
@@ -52,7 +53,7 @@ def fold_conv_batch_norm(graph: Graph, log: list[str] | None = None) -> Graph:
     reading that convolution) is folded into the convolution's weight and bias."""
     users = graph.users()
     convs = {node.args[1] for node in graph.nodes
-             if _eval_batch_norm(node) and _is_conv(node.args[1]) and single_use(node.args[1], users, node)
+             if _eval_batch_norm(node) and is_conv(node.args[1]) and single_use(node.args[1], users, node)
              and node.args[1].args[2].meta.dtype == node.args[3].meta.dtype}
 
     def rule(new: Graph, node: Node, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -146,6 +146,8 @@ def test_gradient(name: str) -> None:
                                            ("index_add", -1), ("index_copy", 6), ("index_put", 6),
                                            ("index_put", -7), ("put", 12), ("put", -13)])
 def test_out_of_range_raises(name: str, bad: int, backend: str) -> None:
+    if torch.get_default_device().type == "cuda":  # (tests/triton_on_gpu.py)
+        pytest.skip("on CUDA the check is a device-side assert, which leaves the process's CUDA context unusable")
     fn, args = CASES[name][0], _arguments(name, torch.float32)
     args[1] = args[1].clone()  # the index
     args[1].view(-1)[-1] = bad
