@@ -273,12 +273,12 @@ def _timed(report: GraphReport, name: str, step: Callable[[], Any]) -> tuple[Any
     return result, record
 
 
-def _replace_patterns(report: GraphReport, graph: Graph, backend: str) -> Graph:
-    """The `replace` passes for `backend`; each one that rewrote something is its own step in the
-    report (its rewrites as notes). A pass that matched nothing returns the graph unchanged and adds
-    no step."""
-    for name, replace_pass, backends in REPLACE_PASSES:
-        if backends is not None and backend not in backends:
+def _replace_patterns(report: GraphReport, graph: Graph, backend: str, cuda_graphs: bool) -> Graph:
+    """The `replace` passes for `backend` (with CUDA graphs or not); each one that rewrote something
+    is its own step in the report (its rewrites as notes). A pass that matched nothing returns the
+    graph unchanged and adds no step."""
+    for name, replace_pass, runs_for in REPLACE_PASSES:
+        if not runs_for(backend, cuda_graphs):
             continue
         rewrites: list[str] = []
         start = time.perf_counter()
@@ -324,7 +324,7 @@ def compile_graph(
                              tuple(written_back), channels_last, {"capture": graph})
     if backend == "eager":
         return compiled
-    graph = _replace_patterns(report, graph, backend)
+    graph = _replace_patterns(report, graph, backend, cuda_graphs)
     primitives, record = _timed(report, "decompose", lambda: decompose(graph))
     record.text, record.node_lines = graph_to_python(primitives), node_lines(primitives)
     (simplified, rewrites), record = _timed(report, "simplify", lambda: simplify_with_log(primitives))

@@ -40,7 +40,7 @@ def is_conv(node: Any) -> bool:
             and not node.kwargs and len(node.args) >= 3)
 
 
-def _eval_batch_norm(node: Node) -> bool:
+def eval_batch_norm(node: Node) -> bool:
     """F.batch_norm(x, running_mean, running_var, weight, bias, training=False, momentum, eps)."""
     if node.op != "torch_call" or node.args[0] is not F.batch_norm or node.kwargs or len(node.args) != 9:
         return False
@@ -53,7 +53,7 @@ def fold_conv_batch_norm(graph: Graph, log: list[str] | None = None) -> Graph:
     reading that convolution) is folded into the convolution's weight and bias."""
     users = graph.users()
     convs = {node.args[1] for node in graph.nodes
-             if _eval_batch_norm(node) and is_conv(node.args[1]) and single_use(node.args[1], users, node)
+             if eval_batch_norm(node) and is_conv(node.args[1]) and single_use(node.args[1], users, node)
              and node.args[1].args[2].meta.dtype == node.args[3].meta.dtype}
 
     def rule(new: Graph, node: Node, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
