@@ -4,14 +4,14 @@
         x, w, b = inputs
         # matmul = matmul  <- model.py:8  y = x @ w
         matmul = ops.matmul(x, w)
-        maximum = torch.empty((64, 30), dtype=torch.float32)
+        maximum = torch.empty((64, 30), dtype=torch.float32, device='cpu')
         kernel_add_maximum(matmul.data_ptr(), b.data_ptr(), maximum.data_ptr())
         return maximum
 
 With dynamic=True the kernels take their sizes as arguments, read from the tensors:
 
         size0, size1 = matmul.shape[0], matmul.shape[1]
-        maximum = torch.empty((size0, size1), dtype=torch.float32)
+        maximum = torch.empty((size0, size1), dtype=torch.float32, device='cpu')
         kernel_add_maximum(matmul.data_ptr(), b.data_ptr(), maximum.data_ptr(), size0, size1)
 
 Each buffer is a local variable named after its node, deleted (`del matmul`) after the last step
@@ -238,7 +238,8 @@ def _kernel_lines(kernel: Kernel, w: _Writer, launch: Launch, dynamic: bool) -> 
             lines.append(f"    {w.names[buffer.node]} = {w.names[buffer.copy_of]}.clone("
                          "memory_format=torch.contiguous_format)")
             continue
-        device = "" if buffer.node.meta.device.type == "cpu" else f", device={str(buffer.node.meta.device)!r}"
+        device = f", device={str(buffer.node.meta.device)!r}"  # named even for the CPU: a user's
+        # torch.set_default_device("cuda") must not hand a C++ kernel GPU memory
         shape = [size_code(size) for size in sizes.of_shape(buffer.shape)]  # numbers, size0, ... or s0
         shape_text = f"({shape[0]},)" if len(shape) == 1 else f"({', '.join(shape)})"
         dtype = format_value(buffer.dtype)
