@@ -20,3 +20,20 @@ def assert_same_as_eager(compiled: Any, fn: Any, args: list[Any]) -> None:
     for e, a in zip(*(r if isinstance(r, tuple) else (r,) for r in (expected, actual)), strict=True):
         assert e.dtype == a.dtype
     assert_generated(compiled)
+
+
+def compiled_gradients_match(fn: Any, args: list[Any]) -> Any:
+    """fn compiled for C++; its gradients with respect to the floating arguments (float64, made to
+    require grad here), of a random weighting of its output, equal eager's. Returns the compiled fn."""
+    import torch
+
+    import minicompiler
+
+    floats = [a.requires_grad_() for a in args if a.is_floating_point()]
+    compiled = minicompiler.compile(lambda *a: fn(*a), backend="cpp")
+    weights = torch.randn(fn(*args).shape, dtype=torch.float64)
+    expected = torch.autograd.grad((fn(*args) * weights).sum(), floats)
+    actual = torch.autograd.grad((compiled(*args) * weights).sum(), floats)
+    torch.testing.assert_close(actual, expected)
+    return compiled
+

@@ -15,7 +15,7 @@ import torch
 
 import minicompiler
 
-from .conftest import assert_generated
+from .conftest import assert_generated, compiled_gradients_match
 
 BACKENDS = ["cpp"] + (["triton"] if os.environ.get("TRITON_INTERPRET") == "1" else [])
 aten = torch.ops.aten
@@ -87,12 +87,7 @@ def test_matches_eager(name: str, dtype: torch.dtype, backend: str) -> None:
 @pytest.mark.parametrize("name", GRADIENTS)
 def test_gradient(name: str) -> None:
     fn, args = CASES[name][0], _arguments(name, torch.float64)
-    floats = [a.requires_grad_() for a in args if a.is_floating_point()]
-    compiled = minicompiler.compile(lambda *a: fn(*a), backend="cpp")
-    weights = torch.randn(fn(*args).shape, dtype=torch.float64)
-    expected = torch.autograd.grad((fn(*args) * weights).sum(), floats)
-    actual = torch.autograd.grad((compiled(*args) * weights).sum(), floats)
-    torch.testing.assert_close(actual, expected)
+    compiled_gradients_match(fn, args)
 
 
 def test_index_fill_out_of_range_raises() -> None:
