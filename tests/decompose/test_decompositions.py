@@ -48,6 +48,14 @@ class Index(T):
         return torch.randint(int(self.low), int(self.high), self.shape)
 
 
+@dataclass(frozen=True)
+class Mask(T):
+    """A bool tensor argument, whatever the float dtype."""
+
+    def sample(self, dtype: torch.dtype) -> torch.Tensor:
+        return torch.rand(self.shape) < 0.5
+
+
 def case(*args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return args, kwargs
 
@@ -200,6 +208,17 @@ CASES: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {
     "block_diag": [case(T((2, 3)), T((1, 4)), T((1, 1)))],
     "cartesian_prod": [case(T((3,)), T((2,)), T((4,)))],
     "index_fill": [case(T((3, 5)), 1, Index((3,), -5, 5), -2.0)],
+    # scatters (decompose/scatters.py): store_at at positions a user gives; a write that replaces
+    # gets one index per row (torch leaves repeated ones undefined), an accumulating one repeats
+    "scatter": [case(T((3, 5)), 1, Index((3, 1), 0, 5), T((3, 1))), case(T((4, 2)), 0, Index((1, 2), 0, 4), 1.5)],
+    "scatter_reduce": [case(T((3, 5)), 1, Index((3, 7), 0, 5), T((3, 7)), "sum"),
+                       case(T((4, 2)), 0, Index((6, 2), 0, 4), T((6, 2)), "amax", include_self=False)],
+    "index_add": [case(T((5, 3)), 0, Index((7,), 0, 5), T((7, 3)), alpha=2)],
+    "index_copy": [case(T((5, 3)), 0, Index((1,), 0, 5), T((1, 3)))],
+    "index_put": [case(T((4, 5)), (Index((6,), 0, 4),), T((6, 5)), True),
+                  case(T((4, 5)), (Index((1,), -4, 4),), T((1, 5)), False)],
+    "put": [case(T((3, 4)), Index((5,), -12, 12), T((5,)), True)],
+    "masked_scatter": [case(T((3, 4)), Mask((3, 4)), T((12,))), case(T((2, 3)), Mask((3,)), T((7,)))],
     # pools and resizing (decompose/pooling.py, resizing.py): load_at over a window, then a reduction
     "avg_pool": [case(T((2, 3, 7, 6)), (3, 2), (2, 2), (1, 0), True, False, None),
                  case(T((2, 3, 9)), (4,), (3,), (2,), False, True, 3)],
