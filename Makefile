@@ -21,7 +21,7 @@ PYTHON313 ?= $(call find_python,3.13)
 # stage's output printed whole when it ends. `make -j1 test` runs them one by one.
 MAKEFLAGS += --jobs=2 --output-sync=target
 
-.PHONY: demo test lint unit notebooks bench clean lab browser-deps models-hf4
+.PHONY: demo test lint unit unit-lowerings unit-rest notebooks bench clean lab browser-deps models-hf4
 .PRECIOUS: .venv3%/.installed  # made by a pattern rule, but kept: it is the environment
 
 $(VENV)/.installed: pyproject.toml
@@ -53,8 +53,16 @@ test: lint unit $(if $(SKIP_PY312),,capture-py312) $(if $(SKIP_PY313),,capture-p
 	$(if $(SKIP_PY312),@echo "make test: SKIP_PY312 is set: the capture tests and notebooks did not run on Python 3.12")
 	$(if $(SKIP_PY313),@echo "make test: SKIP_PY313 is set: the capture tests and notebooks did not run on Python 3.13")
 
-unit: $(VENV)/.installed extension/labextension/package.json browser-deps
-	TRITON_INTERPRET=1 $(VENV)/bin/pytest tests
+# The unit tests in two halves, so that make runs them side by side with each other and the other stages
+# (one pytest over all of tests/ was the longest stage by far: 30 of the CI machine's 44 minutes)
+LOWERING_TESTS := tests/decompose tests/opinfo
+unit: unit-lowerings unit-rest
+
+unit-lowerings: $(VENV)/.installed
+	TRITON_INTERPRET=1 $(VENV)/bin/pytest $(LOWERING_TESTS)
+
+unit-rest: $(VENV)/.installed extension/labextension/package.json browser-deps
+	TRITON_INTERPRET=1 $(VENV)/bin/pytest tests $(addprefix --ignore=,$(LOWERING_TESTS))
 
 # capture-py312, capture-py313 (never files: a pattern rule, which make does not try for .PHONY targets)
 capture-py3%: .venv3%/.installed
