@@ -32,6 +32,17 @@ from minicompiler.runtime.cuda_graphs import recording_cuda_graph
 
 CHANNELS_LAST = torch.channels_last
 CONVOLUTIONS = (torch.conv2d, torch.conv_transpose2d)
+# A convolution's gradient for its input, in a backward graph: conv2d_input(input_size, weight, grad).
+# Like a convolution, it answers channels-last for a channels-last weight (oneDNN; cuDNN also for
+# a channels-last grad), so under the layout optimization its weight is converted too: otherwise
+# every activation gradient came back row-major and the wrapper copied it (19 copies per ResNet-18
+# training step on the H100).
+GRADIENTS_FOR_INPUT = (torch.nn.grad.conv2d_input,)
+# the tensor arguments each one reads (positions in a torch_call's args): a kernel writing one of
+# them may as well write it channels-last; and where the weight is
+OPERANDS = {torch.conv2d: (1, 2), torch.conv_transpose2d: (1, 2), torch.nn.grad.conv2d_input: (2, 3),
+            torch.nn.grad.conv2d_weight: (1, 3)}
+WEIGHT = 2
 
 
 def assign_layouts(graph: Graph, convolutions_channels_last: bool = False, keep_last: int = 0) -> list[str]:
@@ -100,16 +111,16 @@ def too_few_convolutions(graph: Graph) -> list[str]:
             f"than one per {NODES_PER_CONVOLUTION} (channels-last copies would cost more than they save)"]
 
 
-def _convolutions(graph: Graph) -> list[Node]:
-    return [n for n in graph.compute_nodes() if n.op == "torch_call" and n.args[0] in CONVOLUTIONS
-            and _concrete_4d(n)]
+def _convolutions(graph: Graph, kinds: tuple = CONVOLUTIONS + GRADIENTS_FOR_INPUT) -> list[Node]:
+    """The graph's convolutions, and (in a backward) their gradients for the input."""
+    return [n for n in graph.compute_nodes() if n.op == "torch_call" and n.args[0] in kinds and _concrete_4d(n)]
 
 
 def _convolution_operands(graph: Graph) -> set[Node]:
-    """The pointwise nodes that convolutions read (input or weight): their kernels may as well
-    write them channels-last."""
-    operands = {a for conv in _convolutions(graph) for a in conv.args[1:3] if isinstance(a, Node)}
-    return {n for n in operands if n.op != "placeholder" and OPS[n.op].kind == "pointwise"}
+    """The pointwise nodes that convolutions and their gradients read (input, weight, gradient):
+    their kernels may as well write them channels-last."""
+    operands = {conv.args[i] for conv in _convolutions(graph, tuple(OPERANDS)) for i in OPERANDS[conv.args[0]]}
+    return {n for n in operands if isinstance(n, Node) and n.op != "placeholder" and OPS[n.op].kind == "pointwise"}
 
 
 def _convert_weights(graph: Graph) -> list[str]:
@@ -119,7 +130,7 @@ def _convert_weights(graph: Graph) -> list[str]:
     users, outputs = graph.users(), set(graph.output_nodes())
     notes = []
     for conv in _convolutions(graph):
-        weight = _parameter_of(conv.args[2])
+        weight = _parameter_of(conv.args[WEIGHT])
         if (not isinstance(weight, Node) or weight.op != "placeholder" or not _concrete_4d(weight)
                 or is_channels_last(weight) or weight in outputs
                 or any(OPS[u.op].kind == "view" for u in users[weight] if u.op != "output")):
@@ -193,7 +204,7 @@ def _concrete_4d(node: Node) -> bool:
 
 
 def _torch_makes_channels_last(node: Node, every_convolution: bool = False) -> bool:
-    if node.op == "torch_call" and node.args[0] in CONVOLUTIONS and every_convolution:
+    if node.op == "torch_call" and node.args[0] in CONVOLUTIONS + GRADIENTS_FOR_INPUT and every_convolution:
         return True  # its weight is (made) channels-last
     if not any(is_channels_last(a) for a in node.inputs()):
         return False  # no channels-last input: torch's result is row-major

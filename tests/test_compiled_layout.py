@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 
 import pytest
 import torch
@@ -154,6 +155,45 @@ def test_layout_optimization_training_gradients_equal_eager() -> None:
             torch.testing.assert_close(ours.grad, theirs.grad)
             assert same_layout(ours.grad, theirs.grad), (ours.grad.stride(), theirs.grad.stride())
     assert any(s.name.startswith("layout") for s in compiled.report.graphs[0].stages)
+
+
+class CopiedShapes(TorchDispatchMode):
+    """The shapes of the tensors copied (to another layout) inside the block."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shapes: list[tuple[int, ...]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204 - torch's protocol
+        result = func(*args, **(kwargs or {}))
+        if func.overloadpacket.__name__ in COPIES:
+            self.shapes.append(tuple(result.shape))
+        return result
+
+
+def test_layout_optimization_backward_keeps_activation_gradients_channels_last() -> None:
+    """A convolution's gradient for its input is computed from the channels-last weight copy, so it
+    comes back channels-last, as the kernels around it read it: no copy of an activation-sized
+    gradient in the backward (only weight gradients go back to the parameters' row-major layout)."""
+    # (3x3 convolutions: a 1x1 weight is row-major and channels-last at once, and oneDNN answers a
+    # row-major gradient for it, which is copied; cuDNN answers channels-last for a channels-last grad)
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 6, 3, padding=1),
+                        nn.ReLU(), nn.Conv2d(6, 4, 3))
+    compiled = minicompiler.compile(net, options={"layout_optimization": True})
+    x = torch.randn(5, 3, 9, 11, requires_grad=True)  # batch 5: no weight's dim is 5
+    compiled(x).square().sum().backward()  # compiled outside the count
+    out = compiled(x)
+    with CopiedShapes() as copies:
+        out.square().sum().backward()
+    graph = compiled.report.graphs[0]
+    assert "5_weight: converted to channels-last once" in graph.stage("layout (backward)").text
+    # each gradient for a hidden activation (conv2d_input((5, C, 9, 11), ...)) is asked for in
+    # channels-last, the layout it now comes in (it was asked row-major: a copy on CUDA)
+    wrapper = graph.stage("codegen (backward)").text
+    hidden = re.findall(r"= const_\d+\(\(5, (?!3,)\d+, 9, 11\).*\.contiguous\((.*)\)", wrapper)
+    assert hidden and all(layout == "memory_format=torch.channels_last" for layout in hidden), hidden
+    # so the only activation-sized copy is x's own gradient, to x's (eager's) layout as a graph output
+    assert [shape for shape in copies.shapes if shape[:1] == (5,)] == [tuple(x.shape)], copies.shapes
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
