@@ -56,7 +56,7 @@ def assign_layouts(graph: Graph, convolutions_channels_last: bool = False, keep_
     eager = {node: node.meta for node in graph.output_nodes()}
     for node, meta in original.items():
         node.meta = meta
-    notes = _convert_weights(graph)
+    notes = _convert_weights(graph, keep_last)
     notes += _follow_torch(graph, _convolution_operands(graph), every_convolution=True)
     return notes + _outputs_as_eager(graph, eager, keep_last)
 
@@ -123,16 +123,19 @@ def _convolution_operands(graph: Graph) -> set[Node]:
     return {n for n in operands if isinstance(n, Node) and n.op != "placeholder" and OPS[n.op].kind == "pointwise"}
 
 
-def _convert_weights(graph: Graph) -> list[str]:
+def _convert_weights(graph: Graph, keep_last: int = 0) -> list[str]:
     """Weights that are graph inputs (parameters): read channels-last (the wrapper passes a
     converted copy, see `channels_last_copy`). Not a weight a view reads (its strides were worked
-    out row-major), nor one the graph outputs (a caller would get the copy)."""
-    users, outputs = graph.users(), set(graph.output_nodes())
+    out row-major), nor one the graph outputs for a caller (who would get the copy). A weight the
+    forward saves for the backward (its last `keep_last` outputs) is converted: the backward then
+    gets the copy, instead of converting the parameter again on every step."""
+    users, outputs = graph.users(), graph.output_nodes()
+    shown = set(outputs[: len(outputs) - keep_last])
     notes = []
     for conv in _convolutions(graph):
         weight = _parameter_of(conv.args[WEIGHT])
         if (not isinstance(weight, Node) or weight.op != "placeholder" or not _concrete_4d(weight)
-                or is_channels_last(weight) or weight in outputs
+                or is_channels_last(weight) or weight in shown
                 or any(OPS[u.op].kind == "view" for u in users[weight] if u.op != "output")):
             continue
         weight.meta = dataclasses.replace(weight.meta, strides=channels_last_strides(weight.meta.shape))

@@ -35,6 +35,7 @@ from minicompiler.autograd.partition import recomputed_checkpoints
 from minicompiler.codegen import CodegenError, CompiledModule, generate
 from minicompiler.decompose import decompose
 from minicompiler.fuse import fuse
+from minicompiler.fuse.split_reductions import split_reductions
 from minicompiler.ir import Graph, Node, graph_to_python, run_graph
 from minicompiler.ir.symbolic import size_code
 from minicompiler.layout import assign_layouts, follow_saved_layouts, too_few_convolutions, worth_channels_last
@@ -210,6 +211,10 @@ class CompiledGraph:
         `keep_last`: the last outputs are saved tensors (any layout will do)."""
         report = self.report
         start = time.perf_counter()
+        if self.backend == "triton" and (notes := split_reductions(graph)):  # few long rows: a GPU wants more
+            report.stages.append(StageRecord("split reductions" + stage_suffix, time.perf_counter() - start,
+                                             "\n".join(notes), language="text"))
+            start = time.perf_counter()
         on_cuda = any(p.meta is not None and p.meta.device.type == "cuda" for p in graph.inputs)
         automatic = on_cuda and self.channels_last is None  # on by default on CUDA, where it pays
         convolutions_channels_last = worth_channels_last(graph) if automatic else bool(self.channels_last)

@@ -152,7 +152,9 @@ def test_layout_optimization_training_gradients_equal_eager() -> None:
         torch.testing.assert_close(x.grad, x_eager.grad)
         assert x.grad.stride() == x_eager.grad.stride()
         for ours, theirs in zip(net.parameters(), eager.parameters(), strict=True):
-            torch.testing.assert_close(ours.grad, theirs.grad)
+            # float32 sums over N*H*W in another order than eager's; the first convolution's bias
+            # gradient is ~0 (the batch norm after it cancels it), all rounding: an absolute bound
+            torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-4)
             assert same_layout(ours.grad, theirs.grad), (ours.grad.stride(), theirs.grad.stride())
     assert any(s.name.startswith("layout") for s in compiled.report.graphs[0].stages)
 
@@ -172,28 +174,34 @@ class CopiedShapes(TorchDispatchMode):
 
 
 def test_layout_optimization_backward_keeps_activation_gradients_channels_last() -> None:
-    """A convolution's gradient for its input is computed from the channels-last weight copy, so it
-    comes back channels-last, as the kernels around it read it: no copy of an activation-sized
-    gradient in the backward (only weight gradients go back to the parameters' row-major layout)."""
+    """A convolution's gradient for its input is computed from the channels-last weight copy (the
+    forward's, saved), so it comes back channels-last, as the kernels around it read it: no copy
+    of an activation-sized gradient inside the backward. Gradients equal eager's, laid out alike."""
     # (3x3 convolutions: a 1x1 weight is row-major and channels-last at once, and oneDNN answers a
     # row-major gradient for it, which is copied; cuDNN answers channels-last for a channels-last grad)
     net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 6, 3, padding=1),
                         nn.ReLU(), nn.Conv2d(6, 4, 3))
+    eager = copy.deepcopy(net)
     compiled = minicompiler.compile(net, options={"layout_optimization": True})
     x = torch.randn(5, 3, 9, 11, requires_grad=True)  # batch 5: no weight's dim is 5
     compiled(x).square().sum().backward()  # compiled outside the count
+    x.grad = None
     out = compiled(x)
     with CopiedShapes() as copies:
         out.square().sum().backward()
     graph = compiled.report.graphs[0]
-    assert "5_weight: converted to channels-last once" in graph.stage("layout (backward)").text
+    # converted once, in the forward, which saves the copy for the backward
+    assert "5_weight: converted to channels-last once" in graph.stage("layout (forward)").text
     # each gradient for a hidden activation (conv2d_input((5, C, 9, 11), ...)) is asked for in
     # channels-last, the layout it now comes in (it was asked row-major: a copy on CUDA)
     wrapper = graph.stage("codegen (backward)").text
     hidden = re.findall(r"= const_\d+\(\(5, (?!3,)\d+, 9, 11\).*\.contiguous\((.*)\)", wrapper)
     assert hidden and all(layout == "memory_format=torch.channels_last" for layout in hidden), hidden
-    # so the only activation-sized copy is x's own gradient, to x's (eager's) layout as a graph output
-    assert [shape for shape in copies.shapes if shape[:1] == (5,)] == [tuple(x.shape)], copies.shapes
+    assert not [shape for shape in copies.shapes if shape[:1] == (5,) and shape != tuple(x.shape)], copies.shapes
+    x_eager = x.detach().clone().requires_grad_()
+    eager(x_eager).square().sum().backward()
+    torch.testing.assert_close(x.grad, x_eager.grad, rtol=1e-4, atol=1e-4)
+    assert x.grad.stride() == x_eager.grad.stride()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -268,6 +276,13 @@ def test_triton_adds_a_convolutions_bias_in_the_kernel_after_it(training: bool) 
     gradients equal eager's. C++ keeps the bias in the call (oneDNN adds it for free)."""
     if not os.environ.get("TRITON_INTERPRET"):
         pytest.skip("Triton on CPU tensors needs TRITON_INTERPRET=1")
+    # (on a GPU, cuDNN's TF32 convolutions round differently in eager's and the compiled layouts:
+    # weight gradients 3e-3 apart on the H100; float32 ones agree to 1e-4)
+    with torch.backends.cudnn.flags(allow_tf32=False):
+        check_conv_bias_in_the_next_kernel(training)
+
+
+def check_conv_bias_in_the_next_kernel(training: bool) -> None:
     net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
                         nn.Conv2d(8, 4, 3, bias=True), nn.ReLU()).train(training)
     eager = copy.deepcopy(net)

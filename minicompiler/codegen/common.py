@@ -173,16 +173,19 @@ class KernelOps(abc.ABC):
         shape, with or without the folded dims as 1s; only the row index moves."""
         kernel, sizes, kept = self.kernel, self.sizes, self.kernel.kept_dims
         strides = sizes.strides(meta, shape, param)
-        if level == "row":
-            if len(shape) == len(kernel.domain):  # keepdim shape: skip the folded dims
-                strides = tuple(strides[d] for d in kept)
-            return render_index(self.xvar, index_terms(sizes.reduced_shape, strides), self.floordiv)
         if kernel.kind == "pointwise":  # the row index walks the domain in its loop order
             walk = kernel.loop_order
             terms = index_terms(tuple(sizes.domain[d] for d in walk), tuple(strides[d] for d in walk))
             return render_index(self.xvar, terms, self.floordiv)
+        # the row index walks the kept dims in the kernel's row order
+        rows = kernel.row_order
+        row_sizes = tuple(sizes.reduced_shape[i] for i in rows)
+        if level == "row":
+            if len(shape) == len(kernel.domain):  # keepdim shape: skip the folded dims
+                strides = tuple(strides[d] for d in kept)
+            return render_index(self.xvar, index_terms(row_sizes, tuple(strides[i] for i in rows)), self.floordiv)
         dims = kernel.reduction_dims
-        outer = index_terms(sizes.reduced_shape, tuple(strides[d] for d in kept))
+        outer = index_terms(row_sizes, tuple(strides[kept[i]] for i in rows))
         inner = self.reduced_index(tuple(sizes.domain[d] for d in dims), tuple(strides[d] for d in dims))
         parts = [render_index(self.xvar, outer, self.floordiv)] if outer else []
         parts += [inner] if inner else []

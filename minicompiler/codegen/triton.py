@@ -46,6 +46,8 @@ MAX_RBLOCK = 4096  # longer rows are swept in chunks
 # Measured on an H100 over 4M floats (benchmarks/triton_block_sweep.py): 512 elements per program
 # on 2 warps moved 81% of copy bandwidth for cos(cos(x)) and sin(x)+cos(x); 1024 on 4 warps 79-80%.
 POINTWISE_BLOCK = 512
+# An outer reduction's (fuse/schedule.py) block: 64 neighbouring rows, 16 elements of each at a time
+OUTER_RBLOCK = 16
 POINTWISE_WARPS = 2
 # L2 eviction policy for a pointwise kernel's loads of elements no other program reads, e.g.
 # "evict_first"; None: Triton's default. On the H100, "evict_first" made cos(cos(x)) over 4M
@@ -115,6 +117,8 @@ def launch_config(kernel: Kernel, dynamic: bool = False) -> dict[str, int]:
         fit = POINTWISE_BLOCK if isinstance(numel, Symbol) else max(16, _next_power_of_2(numel))
         return {"BLOCK": min(POINTWISE_BLOCK, fit), "num_warps": POINTWISE_WARPS}
     rblock = min(MAX_RBLOCK, _next_power_of_2(math.prod(kernel.domain[d] for d in kernel.reduction_dims)))
+    if kernel.outer_reduction:  # rows side by side in memory: blocks wide along the rows, short along them
+        rblock = min(rblock, OUTER_RBLOCK)
     xblock = max(1, 1024 // rblock)
     if isinstance(sizes.rows, int):
         xblock = min(_next_power_of_2(sizes.rows), xblock)

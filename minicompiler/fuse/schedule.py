@@ -128,6 +128,42 @@ class Kernel:
             expected *= self.domain[d]
         return walk
 
+    @property
+    def outer_reduction(self) -> bool:
+        """A reduction whose rows lie side by side in memory and whose reduced elements do not:
+        the sums over (N, H, W) of a channels-last batch norm input, say. Its blocks are best
+        many rows wide and few columns long (codegen/triton.py), the rows walked in `row_order`."""
+        strides = self._element_strides()
+        if self.kind != "reduction" or strides is None:
+            return False
+        kept = [strides[d] for d in self.kept_dims if self.domain[d] != 1]
+        reduced = [strides[d] for d in self.reduction_dims if self.domain[d] != 1]
+        return 1 in kept and 1 not in reduced
+
+    @property
+    def row_order(self) -> tuple[int, ...]:
+        """A reduction kernel's kept dims (as positions in `kept_dims`) from the slowest-moving
+        row to the fastest. Row-major, but for an outer reduction the memory order of what it
+        reads: neighbouring rows then read neighbouring addresses, and a block of rows loads
+        coalesced (per-(n, h, c) partial sums of a channels-last tensor walked in (n, c, h)
+        order would read addresses C apart)."""
+        order = tuple(range(len(self.kept_dims)))
+        if not self.outer_reduction:
+            return order
+        strides = self._element_strides()
+        assert strides is not None
+        return tuple(sorted(order, key=lambda i: -strides[self.kept_dims[i]]))
+
+    def _element_strides(self) -> tuple[int, ...] | None:
+        """The strides of the first tensor the kernel reads element by element (shape: the domain;
+        not one broadcast along some dim, as a per-channel value expanded is), if known now."""
+        for read in self.inputs:
+            strides = read.strides
+            if read.shape == self.domain and all(isinstance(n, int) for n in (*strides, *self.domain)) and all(
+                    stride != 0 or size == 1 for size, stride in zip(self.domain, strides, strict=True)):
+                return strides
+        return None
+
     def __str__(self) -> str:
         over = format_shape(self.domain)
         if self.kind == "reduction":

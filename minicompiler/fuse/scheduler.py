@@ -142,17 +142,19 @@ class _Scheduler:
                 _add(kernel, node)
                 self.owner[node] = kernel
                 return
-        if not candidates and self._join_sibling(node):
+        if self._join_sibling(node):
             return
         self._append(_start_kernel(node), node)
 
     def _join_sibling(self, node: Node) -> bool:
         """Join the latest kernel that reads one of `node`'s inputs too (horizontal fusion:
-        `sum(x)` beside `sum(x * x)` loads x once per element instead of twice)."""
+        `sum(x)` beside `sum(x * x)` loads x once per element instead of twice), or reads a value
+        of the kernel that computes one (the second steps of a batch norm's split sums, each
+        folding a partial sum of the same first kernel: one launch instead of four)."""
         shared = [i for i in node.inputs() if i.op not in INLINE]
         for kernel in reversed([s for s in self.steps if isinstance(s, Kernel)]):
             reads = {i for member in kernel.nodes for i in member.inputs()}
-            common = [i for i in shared if i in reads]
+            common = [i for i in shared if i in reads or any(self._same_producer(i, r) for r in reads)]
             if common and kernel_refusal(kernel, node) is None and self._computed_after(kernel, node) is None:
                 reason = f"shares input {common[0].name} with {_step_name(kernel)}"
                 self.decisions.append(FusionDecision(common[0], node, True, reason))
@@ -162,6 +164,10 @@ class _Scheduler:
         return False
 
     # -- helpers ----------------------------------------------------------------------------
+    def _same_producer(self, a: Node, b: Node) -> bool:
+        """Are `a` and `b` two values stored by one kernel?"""
+        step = self.owner.get(a)
+        return isinstance(step, Kernel) and self.owner.get(b) is step
     def _append(self, step: Step, node: Node) -> None:
         self.steps.append(step)
         self.owner[node] = step

@@ -194,6 +194,16 @@ class Graph:
         self.nodes.append(node)
         return node
 
+    def call_before(self, anchor: Node, op: str, *args: Any, **kwargs: Any) -> Node:
+        """`call`, with the new node placed just before `anchor` (which may then read it): a pass
+        that changes a finished graph in place."""
+        from minicompiler.ir.ops import infer_meta
+
+        meta = infer_meta(op, args, kwargs)
+        node = Node(op, tuple(args), dict(kwargs), self._fresh_name(op), meta, anchor.source)
+        self.nodes.insert(self.nodes.index(anchor), node)
+        return node
+
     def output(self, value: Any) -> Node:
         """Finish the graph. `value` is any nesting of tuples/lists/dicts of Nodes and constants."""
         node = Node("output", (value,), {}, "output", None)

@@ -1,0 +1,124 @@
+"""Reductions with few long rows run in two steps on Triton (fuse/split_reductions.py), and an
+outer reduction (rows side by side in memory) walks its rows in memory order. Every result is
+checked against eager on fresh random inputs, through the Triton interpreter on the CPU."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from torch import nn
+
+import minicompiler
+from minicompiler.fuse import Kernel, fuse
+from minicompiler.fuse.split_reductions import _first_step_dims, split_reductions
+from minicompiler.ir import Graph, TensorMeta
+from minicompiler.layout import channels_last_strides
+
+# Triton kernels run here through the interpreter; on a GPU machine, on the GPU
+needs_triton = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available(),
+                                  reason="Triton runs on the CPU only with TRITON_INTERPRET=1")
+
+
+def reduction(shape: tuple[int, ...], dims: tuple[int, ...], op: str = "sum",
+              dtype: torch.dtype = torch.float32, strides: tuple[int, ...] | None = None) -> tuple[Graph, object]:
+    g = Graph()
+    x = g.placeholder("x", TensorMeta(shape, dtype, strides=strides))
+    node = g.call(op, x, dims, False)
+    g.output(node)
+    return g, node
+
+
+def test_a_batch_norms_sums_split_after_their_last_dim():
+    """ResNet-18's first batch norm: 64 rows of 200,704; the first step keeps 114,688 rows."""
+    assert _first_step_dims(reduction((16, 64, 112, 112), (0, 2, 3))[1]) == (3,)
+    assert _first_step_dims(reduction((16, 64, 112, 112), (0, 2, 3), "amax")[1]) == (3,)
+
+
+@pytest.mark.parametrize(("shape", "dims", "dtype", "why"), [
+    ((16, 512, 7, 7), (0, 2, 3), torch.float32, "rows of 784: short"),
+    ((4096, 1000), (1,), torch.float32, "4096 rows: enough programs"),
+    ((16, 64, 112, 112), (0, 2, 3), torch.float16, "a float16 partial sum would round"),
+    ((64, 200704), (1,), torch.float32, "one reduced dim: nothing to split along"),
+])
+def test_reductions_left_whole(shape, dims, dtype, why):
+    assert _first_step_dims(reduction(shape, dims, dtype=dtype)[1]) == (), why
+
+
+def test_split_in_place_keeps_the_result_node():
+    g, node = reduction((4, 8, 64, 72), (0, 2, 3))
+    notes = split_reductions(g)
+    partial = node.args[0]
+    assert (partial.op, partial.args[1:], partial.meta.shape) == ("sum", ((3,), True), (4, 8, 64, 1))
+    assert g.nodes.index(partial) < g.nodes.index(node) and g.output_nodes() == [node]
+    assert notes == [f"{node.name}: reduced in two steps, first dims (3,) into [4, 8, 64, 1]"]
+
+
+def test_second_steps_of_one_first_kernel_share_a_kernel():
+    """Three split reductions of x: their first steps share x (one kernel); their second steps
+    each fold another partial result of that kernel, and join one kernel too."""
+    g = Graph()
+    x = g.placeholder("x", TensorMeta((4, 8, 64, 72), torch.float32))
+    sums = [g.call("sum", x, (0, 2, 3), False), g.call("sum", g.call("mul", x, x), (0, 2, 3), False),
+            g.call("amax", x, (0, 2, 3), False)]
+    g.output(tuple(sums))
+    assert len(split_reductions(g)) == 3
+    kernels = [s for s in fuse(g).steps if isinstance(s, Kernel)]
+    assert [len([n for n in k.nodes if n.op in ("sum", "amax")]) for k in kernels] == [3, 3]
+
+
+def test_outer_reduction_walks_rows_in_memory_order():
+    """Partial sums over W of a channels-last tensor: rows (n, c, h) walked in (n, h, c) order."""
+    shape = (4, 8, 64, 72)
+    g, _ = reduction(shape, (3,), strides=channels_last_strides(shape))
+    [kernel] = fuse(g).steps
+    assert kernel.outer_reduction and kernel.row_order == (0, 2, 1)
+    row_major, _ = reduction(shape, (3,))
+    [kernel] = fuse(row_major).steps
+    assert not kernel.outer_reduction and kernel.row_order == (0, 1, 2)
+
+
+@needs_triton
+@pytest.mark.parametrize("channels_last", [False, True], ids=["row-major", "channels-last"])
+def test_batch_norm_training_with_split_sums_equals_eager(channels_last):
+    net = nn.Sequential(nn.BatchNorm2d(8), nn.ReLU())
+    eager = nn.Sequential(nn.BatchNorm2d(8), nn.ReLU())
+    x = torch.randn(4, 8, 64, 72)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    x.requires_grad_()
+    x_eager = x.detach().clone().requires_grad_()
+    compiled = minicompiler.compile(net, backend="triton")
+    out, expected = compiled(x), eager(x_eager)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+    assert out.stride() == expected.stride()
+    grad = torch.randn_like(out)
+    out.backward(grad)
+    expected.backward(grad)
+    torch.testing.assert_close(x.grad, x_eager.grad, rtol=1e-4, atol=1e-4)
+    for ours, theirs in zip(net.parameters(), eager.parameters(), strict=True):
+        torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-3)  # sums of 18,432 terms
+    torch.testing.assert_close(net[0].running_var, eager[0].running_var)
+    graph = compiled.report.graphs[0]
+    assert "reduced in two steps" in graph.stage("split reductions (forward)").text
+    assert "reduced in two steps" in graph.stage("split reductions (backward)").text
+
+
+@needs_triton
+@pytest.mark.parametrize("op", ["sum", "amax", "amin"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_split_reductions_equal_eager(op, dtype):
+    x = (torch.randn(4, 8, 64, 72) * 100).to(dtype).contiguous(memory_format=torch.channels_last)
+    fn = getattr(torch, op)
+    compiled = minicompiler.compile(lambda t: fn(t, (0, 2, 3)), backend="triton")
+    result = compiled(x)
+    torch.testing.assert_close(result, fn(x, (0, 2, 3)), rtol=1e-5, atol=1e-3)
+    assert "reduced in two steps" in compiled.report.graphs[0].stage("split reductions").text
+
+
+def test_cpp_backend_does_not_split():
+    compiled = minicompiler.compile(lambda t: t.sum((0, 2, 3)), backend="cpp")
+    x = torch.randn(4, 8, 64, 72).contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(compiled(x), x.sum((0, 2, 3)), rtol=1e-5, atol=1e-3)
+    assert not any(s.name.startswith("split") for s in compiled.report.graphs[0].stages)
