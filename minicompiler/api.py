@@ -343,12 +343,19 @@ def _write_back(inputs: list[torch.Tensor], mutated: list[int], new_values: list
     written_in_place = []
     with torch.no_grad():  # an update of a buffer is not part of what autograd differentiates
         for index, value in zip(mutated, new_values, strict=True):
-            if value is inputs[index]:  # a kernel wrote it in place (fuse/in_place.py)
+            if _same_memory(value, inputs[index]):  # a kernel wrote it in place (fuse/in_place.py)
                 written_in_place.append(value)
             else:
                 inputs[index].copy_(value)
     if written_in_place:  # as copy_ would: autograd (and layout.py's weight copies) see them changed
         torch.autograd.graph.increment_version(written_in_place)
+
+
+def _same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """The same elements of the same memory: `a` is `b`, or the alias of it that an autograd
+    Function returns for an input it hands back (the training forward's in-place writes)."""
+    return a is b or (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
+                      and a.dtype == b.dtype and a.device == b.device)
 
 
 def _run_rest_for_real(point: ResumePoint, frame: RealFrame) -> Any:

@@ -159,15 +159,19 @@ class CompiledGraph:
         return (self._launcher(module, lend_last=len(self.written_back)) if module is not None
                 else run_with_torch(self.graph))
 
-    def _in_place_candidates(self, graph: Graph) -> dict[Node, Node]:
+    def _in_place_candidates(self, graph: Graph, saved: int = 0) -> dict[Node, Node]:
         """New value -> the input it goes into, for the kernels that may write it in place. None when
         the program is run more than once per call on the same inputs (CUDA graphs warm up twice,
-        max-autotune times its trials): each run would change the input again."""
+        max-autotune times its trials): each run would change the input again. The new values end
+        the graph's outputs, or come just before the `saved` tensors of a training forward; an
+        input the forward saves for the backward keeps its old value (no in-place write)."""
         if not self.written_back or self.cuda_graphs or self.autotune:
             return {}
-        new_values = graph.outputs[-len(self.written_back):]
+        outputs = graph.outputs
+        new_values = outputs[len(outputs) - saved - len(self.written_back): len(outputs) - saved]
+        kept = set(graph.output_nodes()[len(graph.output_nodes()) - saved:]) if saved else set()
         return {value: graph.inputs[index] for value, index in zip(new_values, self.written_back, strict=True)
-                if isinstance(value, Node) and value.op != "placeholder"}
+                if isinstance(value, Node) and value.op != "placeholder" and graph.inputs[index] not in kept}
 
     def _launcher(self, module: Runner, lend_last: int = 0) -> Runner:
         """The program as called: replayed from CUDA graphs in mode="reduce-overhead", its last
@@ -186,7 +190,8 @@ class CompiledGraph:
                 record.text += f"\nrecomputed in the backward (checkpointed): {', '.join(recomputed)}"
             self._record_autograd(joint, forward, backward, saved)
             forward, backward = simplify(forward), simplify(backward)
-            run_forward = self._lower(forward, " (forward)", fallback=False, keep_last=len(saved))
+            run_forward = self._lower(forward, " (forward)", fallback=False, keep_last=len(saved),
+                                      written_back=self._in_place_candidates(forward, len(saved)))
             follow_saved_layouts(forward, backward, len(saved))  # saved tensors arrive as the forward laid them out
             # The backward may free each saved tensor after its last use; not where a program runs
             # twice on one input list (CUDA graphs record and replay it, autotuning times trials)

@@ -11,6 +11,7 @@ import os
 import pytest
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import minicompiler
 from minicompiler.codegen import generate
@@ -130,6 +131,66 @@ def test_old_value_read_after_the_store_keeps_the_copy(backend: str) -> None:
     inputs = [torch.randn(10, 7), torch.randn(10, 7)]
     expected = run_graph(g, *[t.clone() for t in inputs])
     torch.testing.assert_close(module(inputs), expected)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_row_value_of_a_reduction_written_in_place(backend: str) -> None:
+    """m's new value is one per row of a reduction kernel, and only row values read the old one:
+    each program overwrites the rows it alone reads."""
+    def fn(m, y):
+        m.mul_(0.5).add_(y.sum(1, keepdim=True))
+        return y - m
+
+    compiled = minicompiler.compile(fn, backend=backend)
+    check_against_eager(fn, compiled, (8, 1), (8, 16))
+    [note] = written_back(compiled)
+    assert note.startswith("m: written in place by kernel_"), note
+
+
+def test_row_value_whose_old_value_every_element_reads_keeps_the_copy() -> None:
+    def fn(m, y):
+        m.add_((y * m).sum(1, keepdim=True))  # the old m, broadcast along each row, in the sum
+        return y - m
+
+    compiled = minicompiler.compile(fn, backend="cpp")
+    check_against_eager(fn, compiled, (8, 1), (8, 16))
+    [note] = written_back(compiled)
+    assert note.startswith("m: copied") and "is a reduction" in note, note
+
+
+class CopiesOfShape(TorchDispatchMode):
+    """Counts the copy_ calls into a tensor of one shape inside the block."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        super().__init__()
+        self.shape, self.count = shape, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204 - torch's protocol
+        if func.overloadpacket.__name__ == "copy_" and tuple(args[0].shape) == self.shape:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batch_norm_running_statistics_written_in_place_in_training(backend: str) -> None:
+    """A training step's running statistics: computed after the batch sums, stored straight into the
+    module's buffers (no copy after the call), equal to eager's after several steps."""
+    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU())
+    eager = copy.deepcopy(net)
+    compiled = minicompiler.compile(net, backend=backend)
+    for _ in range(3):
+        x = torch.randn(4, 3, 12, 10)
+        with CopiesOfShape((8,)) as copies:  # (the interpreter running Triton kernels copies their arguments)
+            out = compiled(x)
+        expected = eager(x)
+        assert backend == "triton" or copies.count == 0  # nothing copied into the running statistics
+        torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+        out.square().sum().backward()
+        expected.square().sum().backward()
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        torch.testing.assert_close(getattr(net[1], name), getattr(eager[1], name))
+    notes = written_back(compiled)
+    assert len(notes) == 3 and all(": written in place by kernel_" in note for note in notes), notes
 
 
 OPTIMIZERS = [

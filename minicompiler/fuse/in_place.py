@@ -15,7 +15,8 @@ else. Checked here (anything else keeps the copy, with the reason in the schedul
     laid out densely (row-major, or channels-last with sizes known now);
   - the kernel is pointwise, so the old value is read only at the index being written (a
     reduction reads a whole row; every node of a pointwise kernel has the kernel's shape, so no
-    broadcast reads one element into many);
+    broadcast reads one element into many); or, in a reduction kernel, the new value is one per
+    row and the old one is read only by such row values (a batch norm's running statistics);
   - inside the kernel the old value is loaded before the new one is stored: its first reader is
     no later than the new value's node (the body loads a buffer once and reuses the load);
   - no view or extern made from the input's memory is read by that kernel, and no step after it
@@ -63,7 +64,7 @@ def _why_not_in_place(steps: list[Step], buffers: dict[Node, Buffer], value: Nod
         return reason
     position = next(i for i, s in enumerate(steps) if isinstance(s, Kernel) and value in s.nodes)
     kernel = steps[position]
-    if kernel.kind != "pointwise":
+    if kernel.kind != "pointwise" and not _row_local(kernel, value, target):
         return f"{kernel.name} is a reduction: it reads the old value across a row"
     readers = [i for i, node in enumerate(kernel.nodes) if target in node.inputs()]
     if readers and readers[0] > kernel.nodes.index(value):
@@ -75,6 +76,17 @@ def _why_not_in_place(steps: list[Step], buffers: dict[Node, Buffer], value: Nod
         if any(i in memory for n in _nodes(later) for i in n.inputs()):
             return f"{_name(later)} reads the old value afterwards"
     return None
+
+
+def _row_local(kernel: Kernel, value: Node, target: Node) -> bool:
+    """In a reduction kernel: is the new value one per row, and the old one read only by values
+    one per row of the same shape? Each row's old element is then read and overwritten by the
+    program that owns the row, and by no other (a batch norm's running statistics, updated after
+    its sums)."""
+    shape = value.meta.shape
+    readers = [n for n in kernel.nodes if target in n.inputs()]
+    return kernel.is_row_value(value) and target.meta.shape == shape and all(
+        kernel.is_row_value(n) and n.meta.shape == shape for n in readers)
 
 
 def _layout_mismatch(value: Node, target: Node) -> str | None:
