@@ -5,7 +5,7 @@ the arguments, works out how to specialize on them (their dtypes, whether each p
 aligned, whether an integer needs 64 bits), turns that into a cache key, finds the compiled
 kernel and launches it. In a compiled graph's wrapper most of those answers never change: the
 guards fix every dtype. `FastLauncher` keeps the compiled kernel per (device, pointer
-alignment, integer value class) and calls its launcher directly, as `JITFunction.run` does in
+alignment, integer value class, constexprs) and calls its launcher directly, as `JITFunction.run` does in
 the end. A launch then costs a few microseconds of Python instead of tens, which matters when
 a step is a handful of small kernels (a GPU training step of a small model is bound by
 launches, not by the GPU). With a launch hook set (a profiler), every launch takes Triton's
@@ -35,21 +35,27 @@ class FastLauncher:
         self.constexprs = [p.name for p in params if p.is_constexpr]
         # positional arguments are the runtime parameters, constexprs come last (as codegen writes them)
         self.usable = all(p.is_constexpr for p in params[len(params) - len(self.constexprs):])
-        self.compiled: dict[tuple, Any] = {}
+        # (device, pointer alignments and integer classes, the constexprs) -> (compiled kernel, constexpr values)
+        self.compiled: dict[tuple, tuple[Any, tuple]] = {}
 
     def __getitem__(self, grid: tuple[int, ...]) -> functools.partial[None]:
         return functools.partial(self.launch, grid)
 
     def launch(self, grid: tuple[int, ...], *args: Any, **options: Any) -> None:
-        key = (torch.cuda.current_device(), *map(_specialization, args))
-        compiled = self.compiled.get(key)
-        if compiled is None or not self.usable or _launch_hooks_set():
-            self.compiled[key] = self.kernel[grid](*args, **options)
+        # Every microsecond here is paid per kernel per call (ResNet-18's training step launches ~190):
+        # the key and the run arguments are built with as few Python calls as will do.
+        device = torch._C._cuda_getDevice()
+        key = (device, *map(_specialization, args), *options.values())
+        entry = self.compiled.get(key)
+        if entry is None or not self.usable or _launch_hooks_set():
+            compiled = self.kernel[grid](*args, **options)  # compiles if needed
+            self.compiled[key] = (compiled, tuple(options[n] for n in self.constexprs))
             return
-        device = key[0]
+        compiled, constexprs = entry
+        x, y, z = grid if len(grid) == 3 else (*grid, 1, 1)[:3]
         # the call JITFunction.run ends with, without launch hooks or their metadata (none are set)
-        compiled.run(*(*grid, 1, 1)[:3], torch._C._cuda_getCurrentRawStream(device), compiled.function,
-                     compiled.packed_metadata, None, None, None, *args, *(options[n] for n in self.constexprs))
+        compiled.run(x, y, z, torch._C._cuda_getCurrentRawStream(device), compiled.function,
+                     compiled.packed_metadata, None, None, None, *args, *constexprs)
 
 
 def _specialization(arg: Any) -> Any:
@@ -63,11 +69,17 @@ def _specialization(arg: Any) -> Any:
     return type(arg)
 
 
+_RUNTIME_KNOBS: Any = None  # triton.knobs.runtime, looked up once
+
+
 def _launch_hooks_set() -> bool:
     """A profiler (Triton's proton, say) hooks launches: then every launch takes Triton's own path."""
-    from triton import knobs
+    global _RUNTIME_KNOBS
+    if _RUNTIME_KNOBS is None:
+        from triton import knobs
 
-    return _hooked(knobs.runtime.launch_enter_hook) or _hooked(knobs.runtime.launch_exit_hook)
+        _RUNTIME_KNOBS = knobs.runtime
+    return _hooked(_RUNTIME_KNOBS.launch_enter_hook) or _hooked(_RUNTIME_KNOBS.launch_exit_hook)
 
 
 def _hooked(hook: Any) -> bool:
