@@ -188,18 +188,19 @@ def autocast_block() -> nn.Module:
 def test_autocast_regions_compile_with_eager_dtypes(dtype: torch.dtype, backend: str) -> None:
     torch.manual_seed(0)
     model = autocast_block()
+    if torch.empty(0).device.type != "cpu":  # tests.triton_on_gpu makes CUDA the default device
+        pytest.skip("CPU autocast's op lists: under CUDA's, softmax stays float32")
     compiled = minicompiler.compile(model, backend=backend)
-    device = torch.empty(0).device.type  # "cuda" where tests.triton_on_gpu runs the Triton cases on a GPU
     for _ in range(2):  # fresh inputs; the second call reuses the autocast graph
         x = torch.randn(8, 64)
-        with torch.autocast(device, dtype=dtype), torch.no_grad():
+        with torch.autocast("cpu", dtype=dtype), torch.no_grad():
             expected, got = model(x), compiled(x)
         assert got.dtype == expected.dtype == dtype
         torch.testing.assert_close(got, expected, rtol=2e-2, atol=2e-2)
     graph = compiled.report.graphs[0]
     assert graph.fallback is None and len(compiled.reports) == 1
     [variant] = graph.variants
-    assert variant.variant.startswith(f"torch.autocast({device!r}, dtype={dtype})") and variant.kernels
+    assert variant.variant.startswith(f"torch.autocast('cpu', dtype={dtype})") and variant.kernels
     assert "convert" in variant.stages[0].text  # the casts autocast makes, written into the graph
     assert "compiled for torch.autocast" in compiled.report.to_text()
     assert "also compiled for torch.autocast" in compiled.report._repr_html_()
