@@ -24,11 +24,11 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.utils.weak import WeakIdKeyDictionary
 
 from minicompiler.ir import OPS, Graph, Node, TensorMeta, map_structure
 from minicompiler.replace.conv_bn import folded_weight
 from minicompiler.runtime.cuda_graphs import recording_cuda_graph
+from minicompiler.runtime.per_tensor import PerTensor
 
 CHANNELS_LAST = torch.channels_last
 CONVOLUTIONS = (torch.conv2d, torch.conv_transpose2d)
@@ -177,7 +177,7 @@ def channels_last_copy(tensor: torch.Tensor) -> torch.Tensor:
     return kept[1]
 
 
-_COPIES: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> (its data_ptr and version, its copy)
+_COPIES = PerTensor()  # tensor -> (its data_ptr and version, its copy)
 
 
 def follow_saved_layouts(forward: Graph, backward: Graph, count: int) -> None:

@@ -24,11 +24,11 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.utils.weak import WeakIdKeyDictionary
 
 from minicompiler.ir import Graph, Node, rewrite
 from minicompiler.replace.deferred import Deferred, single_use
 from minicompiler.runtime.cuda_graphs import recording_cuda_graph
+from minicompiler.runtime.per_tensor import PerTensor
 from minicompiler.simplify.facts import location
 
 CONVOLUTIONS = frozenset({torch.conv1d, torch.conv2d, torch.conv3d})
@@ -105,16 +105,18 @@ def folded_bias(bias: torch.Tensor | None, weight: torch.Tensor, mean: torch.Ten
 def _kept(fold: Any, what: str, owner: torch.Tensor, inputs: tuple[Any, ...]) -> torch.Tensor:
     """fold(), computed again only when a tensor in `inputs` is another one or was changed."""
     tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
-    if (any(t.device.type == "meta" for t in tensors) or recording_cuda_graph()
+    if (any(t.is_meta for t in tensors) or recording_cuda_graph()
             or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))):
         # shape inference; a CUDA graph being recorded (its replays run no Python: the fold must
         # be in the graph to follow the weights); a result torch autograd differentiates
         return fold()
     state = tuple((id(t), t.data_ptr(), t._version) if isinstance(t, torch.Tensor) else t for t in inputs)
-    kept = _FOLDED.setdefault(owner, {})
+    kept = _FOLDED.get(owner)
+    if kept is None:
+        kept = _FOLDED[owner] = {}
     if what not in kept or kept[what][0] != state:
         kept[what] = (state, fold())
     return kept[what][1]
 
 
-_FOLDED: WeakIdKeyDictionary = WeakIdKeyDictionary()  # weight -> {"weight"/"bias": (inputs' state, result)}
+_FOLDED = PerTensor()  # weight -> {"weight"/"bias": (inputs' state, result)}

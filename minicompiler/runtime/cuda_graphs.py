@@ -28,6 +28,7 @@ Copying costs a launch too, so the runner avoids copies where it safely can:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import weakref
 from collections.abc import Callable
@@ -48,7 +49,13 @@ _LENT: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDiction
 def recording_cuda_graph() -> bool:
     """Is a CUDA graph being recorded on this stream now? Its replays run no Python, so a value a
     wrapper keeps between calls (a folded or converted weight) must then be computed in the graph."""
-    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+    return _cuda_available() and torch.cuda.is_current_stream_capturing()
+
+
+@functools.cache
+def _cuda_available() -> bool:
+    # asked on every call of every kept fold and copy: torch's answer reads the environment each time
+    return torch.cuda.is_available()
 
 
 def _layout(tensors: list[torch.Tensor]) -> list[tuple]:
