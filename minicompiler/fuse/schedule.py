@@ -157,9 +157,14 @@ class Kernel:
     def _element_strides(self) -> tuple[int, ...] | None:
         """The strides of the first tensor the kernel reads element by element (shape: the domain;
         not one broadcast along some dim, as a per-channel value expanded is), if known now."""
+        # sizes known now only: comparing a symbolic size would add a guard on it (s0 != 64)
+        if not all(isinstance(n, int) for n in self.domain):
+            return None
         for read in self.inputs:
+            if not all(isinstance(n, int) for n in read.shape) or read.shape != self.domain:
+                continue
             strides = read.strides
-            if read.shape == self.domain and all(isinstance(n, int) for n in (*strides, *self.domain)) and all(
+            if all(isinstance(n, int) for n in strides) and all(
                     stride != 0 or size == 1 for size, stride in zip(self.domain, strides, strict=True)):
                 return strides
         return None

@@ -122,3 +122,16 @@ def test_cpp_backend_does_not_split():
     x = torch.randn(4, 8, 64, 72).contiguous(memory_format=torch.channels_last)
     torch.testing.assert_close(compiled(x), x.sum((0, 2, 3)), rtol=1e-5, atol=1e-3)
     assert not any(s.name.startswith("split") for s in compiled.report.graphs[0].stages)
+
+
+def test_row_order_of_symbolic_sizes_adds_no_size_guard():
+    """Deciding a reduction's row order compares sizes: never symbolic ones (a comparison of s0 with
+    64 would guard s0 != 64, and a later call with 64 rows would compile again)."""
+    model = nn.Sequential(nn.Linear(64, 64), nn.LayerNorm(64))
+    compiled = minicompiler.compile(model, dynamic=True)
+    with torch.no_grad():
+        for rows in (32, 64, 128):
+            x = torch.randn(16, rows, 64)
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+    guards = [line for line in compiled.report.dynamic if line.startswith("size guard")]
+    assert guards == ["size guard: s2 == 64"] and len(compiled.reports) == 1
