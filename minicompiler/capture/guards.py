@@ -31,6 +31,8 @@ class Guard:
     fetch: Callable[[tuple, dict], Any] = field(compare=False, repr=False)
     origin: Source | None = field(default=None, compare=False, repr=False)  # what `fetch` reads
     check_code: CheckCode | None = field(default=None, compare=False, repr=False)  # `predicate` as text
+    # or, for a guard on several values (`fetch` answers a tuple of them), what each is read from
+    origins: tuple[Source, ...] | None = field(default=None, compare=False, repr=False)
 
     def check(self, args: tuple, kwargs: dict) -> bool:
         try:
@@ -150,21 +152,23 @@ def keys_guard(source: Source, keys: list[Any]) -> Guard:
 
 def separate_memory_guard(changed: Sequence[Source], inputs: Sequence[Source]) -> Guard:
     """The inputs the graph changes in place share no memory with any other input: the graph
-    reads every input's old value, which is only right if changing one leaves the others alone."""
+    reads every input's old value, which is only right if changing one leaves the others alone.
+    Its value is the tuple of the inputs, which generated guard code reads once for the inputs
+    and this check alike (runtime/guard_code.py)."""
     changed_paths = {s.path for s in changed}
-    getters = [(s.path in changed_paths, s.get) for s in inputs]
+    is_changed = [s.path in changed_paths for s in inputs]
+    getters = [s.get for s in inputs]
     text = f"{', '.join(s.path for s in changed)} share no memory with other inputs"
 
-    def storages(args: tuple, kwargs: dict) -> list[tuple[bool, int]]:
-        found = [(is_changed, get(args, kwargs).untyped_storage().data_ptr()) for is_changed, get in getters]
-        return [(is_changed, ptr) for is_changed, ptr in found if ptr != 0]  # 0: an empty tensor
+    def predicate(tensors: tuple[torch.Tensor, ...]) -> bool:
+        changed_ptrs, other_ptrs = [], set()
+        for changes, tensor in zip(is_changed, tensors, strict=True):
+            if (ptr := tensor.untyped_storage().data_ptr()) != 0:  # 0: an empty tensor
+                (changed_ptrs.append(ptr) if changes else other_ptrs.add(ptr))
+        return len(set(changed_ptrs)) == len(changed_ptrs) and not other_ptrs.intersection(changed_ptrs)
 
-    def predicate(found: list[tuple[bool, int]]) -> bool:
-        changed_ptrs = [ptr for is_changed, ptr in found if is_changed]
-        return len(set(changed_ptrs)) == len(changed_ptrs) and not set(changed_ptrs) & {
-            ptr for is_changed, ptr in found if not is_changed}
-
-    return Guard("alias", text, ", ".join(sorted(changed_paths)), predicate, storages)
+    return Guard("alias", text, ", ".join(sorted(changed_paths)), predicate,
+                 lambda args, kwargs: tuple(get(args, kwargs) for get in getters), origins=tuple(inputs))
 
 
 def call_shape_guard(args: tuple, kwargs: dict) -> Guard:

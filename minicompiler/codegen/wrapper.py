@@ -30,6 +30,7 @@ import torch
 
 from minicompiler.codegen.body import input_params, output_params
 from minicompiler.codegen.common import CodegenError, provenance_comment
+from minicompiler.codegen.memory_plan import MemoryPlan, names_in, plan_memory
 from minicompiler.codegen.sizes import KernelSizes
 from minicompiler.fuse.schedule import Alias, ExternCall, Kernel, Schedule, Step
 from minicompiler.ir.graph import Node
@@ -37,13 +38,19 @@ from minicompiler.ir.ops import OPS
 from minicompiler.ir.printer import format_value
 from minicompiler.ir.symbolic import SymSize, size_code, symbol_of
 from minicompiler.layout import is_channels_last
+from minicompiler.replace.conv_bn import folded_bias, folded_weight
 
 # Extern ops whose result is always a fresh contiguous tensor. Any other extern (cat,
 # torch_call) may hand back another layout, while kernels read it as contiguous.
 CONTIGUOUS_EXTERNS = frozenset({"matmul", "addmm", "bmm", "reshape"})
+# torch functions a graph calls that always answer a new tensor (not a view of an argument)
+NEW_MEMORY_CALLS = frozenset({torch.conv1d, torch.conv2d, torch.conv3d, torch.conv_transpose1d, torch.conv_transpose2d,
+                              torch.conv_transpose3d, torch.nn.grad.conv2d_input, torch.nn.grad.conv2d_weight})
+# functions that keep a result per argument tensor, known by identity and memory (replace/conv_bn.py):
+# the memory of what they read must not take a new value within the call
+CACHED_PER_TENSOR = (folded_weight, folded_bias)
 RESERVED = frozenset({"torch", "ops", "inputs", "call", "float", "channels_last_copy", "reinterpret_tensor"})
 GENERATED_NAME = re.compile(r"(const_|size|s)[0-9]+")
-IDENTIFIER = re.compile(r"(?<![.\w])[A-Za-z_]\w*")  # a name, not an attribute (ops.permute is no buffer)
 LITERALS = (type(None), bool, int, float, str, torch.dtype, torch.device)
 
 
@@ -93,8 +100,9 @@ Launch = Callable[[Kernel, list[str], list[str]], str]  # (kernel, buffers, size
 
 
 def wrapper_source(schedule: Schedule, launch: Launch, dynamic: bool = False,
-                   consume_inputs: bool = False) -> tuple[str, dict[str, Any]]:
-    """The wrapper's text, and the constants its namespace must bind. `launch(kernel, buffers,
+                   consume_inputs: bool = False) -> tuple[str, dict[str, Any], MemoryPlan]:
+    """The wrapper's text, the constants its namespace must bind, and its memory plan (what it
+    allocates and reuses, codegen/memory_plan.py). `launch(kernel, buffers,
     sizes)` is the backend's line that runs a kernel on the named buffers and runtime sizes.
     `dynamic`: kernels take their sizes as arguments, read from the tensors at call time.
     `consume_inputs`: after unpacking, the input list is emptied (`inputs.clear()`), so an input
@@ -116,12 +124,24 @@ def wrapper_source(schedule: Schedule, launch: Launch, dynamic: bool = False,
               else _view_lines(step.node, views[step.node], w) if step.node in views
               else _call_lines(step, w)
               for step in _without_unread_views(schedule, views)]
-    kept = set(_names_in(w.format(schedule.graph.outputs)))
+    kept = set(names_in(w.format(schedule.graph.outputs)))
     if not consume_inputs:  # the caller's list keeps them alive anyway: no `del` for them
         kept |= {w.names[n] for n in schedule.graph.inputs}
-    lines += _freed_after_last_use(blocks, set(w.names.values()) - kept)
+    externs = [step.node for step in schedule.steps if isinstance(step, ExternCall)]
+    fresh = {w.names[node] for node in externs if _new_memory(node)}
+    pinned = {w.names[arg] for node in externs if node.op == "torch_call" and node.args[0] in CACHED_PER_TENSOR
+              for arg in node.inputs()}
+    plan = plan_memory(blocks, set(w.names.values()), kept, fresh, pinned)
+    lines += plan.lines
     lines.append(f"    return {w.format(schedule.graph.outputs)}")
-    return "\n".join(lines) + "\n", w.constants
+    return "\n".join(lines) + "\n", w.constants, plan
+
+
+def _new_memory(node: Node) -> bool:
+    """Whether an extern's result is new memory for sure, never a view of an argument."""
+    if node.op == "torch_call":
+        return node.args[0] in NEW_MEMORY_CALLS
+    return node.op in CONTIGUOUS_EXTERNS and node.op != "reshape"
 
 
 def _call_lines(step: Step, w: _Writer) -> list[str]:
@@ -202,24 +222,6 @@ def _nodes_in(value: Any) -> list[Node]:
     if isinstance(value, dict):
         return [n for v in value.values() for n in _nodes_in(v)]
     return []
-
-
-def _names_in(code: str) -> list[str]:
-    return IDENTIFIER.findall(code.split("#", 1)[0])
-
-
-def _freed_after_last_use(blocks: list[list[str]], buffers: set[str]) -> list[str]:
-    """The steps' lines, each buffer deleted after the last step that names it: a buffer's memory
-    goes back to the allocator as soon as nothing needs it (a view of it keeps it alive), so a
-    long program holds only what is still to be read, not every intermediate until it returns."""
-    last_use = {name: index for index, block in enumerate(blocks) for line in block for name in _names_in(line)
-                if name in buffers}
-    lines = []
-    for index, block in enumerate(blocks):
-        lines += block
-        if done := sorted(name for name, last in last_use.items() if last == index):
-            lines.append(f"    del {', '.join(done)}")
-    return lines
 
 
 def _kernel_lines(kernel: Kernel, w: _Writer, launch: Launch, dynamic: bool) -> list[str]:

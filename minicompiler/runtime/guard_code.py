@@ -75,8 +75,11 @@ class _Writer:
         return self.read_by[id(getter)]
 
     def check(self, number: int, guard: Guard) -> None:
-        value = self.read(guard.origin) if guard.origin is not None else self.call(
-            guard.fetch, f"fetch_{number}", guard.source)
+        if guard.origins is not None:  # several values: read as locals, checked as a tuple
+            value = f"({''.join(self.read(source) + ', ' for source in guard.origins)})"
+        else:
+            value = self.read(guard.origin) if guard.origin is not None else self.call(
+                guard.fetch, f"fetch_{number}", guard.source)
         if guard.check_code is not None:
             condition = guard.check_code(value, self.bind)
         else:

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import minicompiler
-from minicompiler.codegen.wrapper import IDENTIFIER
+from minicompiler.codegen.memory_plan import IDENTIFIER
 
 
 def mlp() -> nn.Module:

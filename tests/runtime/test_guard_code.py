@@ -112,3 +112,23 @@ def test_hostile_names_are_written_as_literals() -> None:
     torch.testing.assert_close(compiled(x), model(x))
     model.table["key'\n\""] = torch.randn(3)
     torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_the_separate_memory_guard_reads_the_inputs_locals_and_fails_on_a_shared_memory() -> None:
+    """Training batch norm changes its running statistics in place: the guard that no other input
+    shares their memory is checked on the locals the inputs are fetched into (no second walk of
+    every parameter's path), and fails when another input does share it."""
+    model = Net().train()
+    compiled = minicompiler.compile(model, backend="eager")
+    x = torch.randn(4, 6)
+    compiled(x)
+    entry = _entry(compiled)
+    text = entry.check_source
+    (line,) = [line for line in text.splitlines() if "share no memory" in line]
+    assert "fetch_" not in line and "((s" in line  # a tuple of the locals read for the inputs
+    assert text.count("._parameters['weight']") == 3  # the two Linears' and the batch norm's, once each
+    assert entry.check_and_fetch((x,), {}) is not None
+    bn = model.layers[1]
+    bn.running_mean = bn.running_var[:]  # the mean now shares the variance's memory
+    assert first_failing_guard(entry.guards, (x,), {}).kind == "alias"
+    assert entry.check_and_fetch((x,), {}) is None
