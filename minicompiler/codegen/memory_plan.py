@@ -42,10 +42,11 @@ class MemoryPlan:
     reused: int = 0  # of those, how many take a dead buffer's memory instead
 
     def summary(self) -> str:
-        if not self.allocated:
-            return "memory plan: the kernels write into no new buffers"
-        return (f"memory plan: {self.allocated} buffers written by kernels, {self.reused} of them in the memory of "
-                "a buffer no longer read (no allocation)")
+        """The report's note on the plan ("" when nothing is reused: nothing to say)."""
+        if not self.reused:
+            return ""
+        return (f"memory plan: {self.reused} of the {self.allocated} buffers kernels write take the memory of a "
+                "buffer no longer read (no allocation)")
 
 
 def names_in(code: str) -> list[str]:

@@ -13,6 +13,7 @@ reason. Buffer planning (what is stored, and why) runs on the finished steps.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import torch
@@ -27,6 +28,7 @@ from minicompiler.ir.symbolic import is_symbolic
 from minicompiler.ir.symbolic_shapes import reshape_view_strides
 
 MAX_NAME_OPS = 5  # kernel names list at most this many ops, then "_etc"
+SMALL_KERNEL = 4096  # elements: kernels this small that read only inputs run as one (`_join_input_only`)
 
 
 class FuseError(ValueError):
@@ -142,7 +144,7 @@ class _Scheduler:
                 _add(kernel, node)
                 self.owner[node] = kernel
                 return
-        if self._join_sibling(node):
+        if self._join_sibling(node) or self._join_input_only(node):
             return
         self._append(_start_kernel(node), node)
 
@@ -162,6 +164,30 @@ class _Scheduler:
                 self.owner[node] = kernel
                 return True
         return False
+
+    def _join_input_only(self, node: Node) -> bool:
+        """A small computation that reads only the graph's inputs waits on nothing: it joins the
+        first kernel of its iteration space that reads only inputs too. A batch norm in training
+        counts its batches (`num_batches_tracked += 1`): 20 one-element kernels per ResNet-18
+        training step, now one. Small only: a large one's consumers would rather fuse with it
+        where it is."""
+        if not self._small_and_reads_only_inputs(node, set()):
+            return False
+        for kernel in (s for s in self.steps if isinstance(s, Kernel)):
+            members = set(kernel.nodes)
+            if (all(self._small_and_reads_only_inputs(m, members) for m in kernel.nodes)
+                    and kernel_refusal(kernel, node) is None):
+                self.decisions.append(FusionDecision(kernel.nodes[0], node, True, "reads only the graph's inputs, "
+                                                     f"as {_step_name(kernel)} does: one launch for both"))
+                _add(kernel, node)
+                self.owner[node] = kernel
+                return True
+        return False
+
+    def _small_and_reads_only_inputs(self, node: Node, members: set[Node]) -> bool:
+        shape = node.meta.shape
+        return (OPS[node.op].kind == "pointwise" and not is_symbolic(shape) and math.prod(shape) <= SMALL_KERNEL
+                and all(i.op == "placeholder" or i.op in INLINE or i in members for i in node.inputs()))
 
     # -- helpers ----------------------------------------------------------------------------
     def _same_producer(self, a: Node, b: Node) -> bool:

@@ -99,7 +99,7 @@ def test_row_value_that_does_not_broadcast_per_row_is_refused():
 
 def test_branches_that_meet_again_are_merged_into_one_kernel():
     g = Graph()
-    x, y = placeholders(g, (10, 10), (10, 10))
+    x, y = placeholders(g, (100, 100), (100, 100))  # large: small ones reading inputs join anyway
     g.output(g.call("add", g.call("cos", x), g.call("sin", y)))
     schedule = fuse(g)
     assert len(schedule.kernels) == 1
@@ -108,7 +108,7 @@ def test_branches_that_meet_again_are_merged_into_one_kernel():
 
 def test_merge_is_refused_when_a_step_in_between_needs_the_values():
     g = Graph()
-    x, y, w = placeholders(g, (10, 10), (10, 10), (10, 10))
+    x, y, w = placeholders(g, (100, 100), (100, 100), (100, 100))
     cos = g.call("cos", x)
     mm = g.call("matmul", cos, w)
     g.output((g.call("add", cos, g.call("sin", y)), mm))
@@ -263,3 +263,19 @@ def test_an_element_view_the_output_reads_stays_an_alias_and_a_row_view_is_store
     assert "output reads it from memory" in reasons(schedule)[-1]
     [kernel] = schedule.kernels
     assert kernel.nodes[-1].op == "detach" and kernel.outputs[-1].node is kernel.nodes[-1]
+
+
+def test_small_kernels_reading_only_inputs_run_as_one():
+    """Counters a batch norm keeps (`num_batches_tracked + 1`), one per layer, read only the
+    graph's inputs: they wait on nothing and join one kernel, wherever they sit in the graph.
+    A large one stays where it is, free to fuse with what reads it."""
+    g = Graph()
+    x, z, c0, c1 = placeholders(g, (4096 * 4,), (4096 * 4,), (1,), (1,))
+    first = g.call("add", c0, 1.0)
+    middle = g.call("exp", g.call("sin", x))
+    second = g.call("add", c1, 1.0)
+    big = g.call("cos", z)
+    g.output((first, middle, second, big))
+    kernels = [s for s in fuse(g).steps if isinstance(s, Kernel)]
+    assert [k.name for k in kernels] == ["kernel_add_add", "kernel_sin_exp", "kernel_cos"]
+    assert "reads only the graph's inputs" in " ".join(reasons(fuse(g), fused=True))
