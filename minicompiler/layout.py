@@ -66,7 +66,10 @@ def _follow_torch(graph: Graph, wanted: set[Node], every_convolution: bool = Fal
     users = graph.users()
     notes = []
     for node in graph.compute_nodes():
-        if OPS[node.op].kind not in ("pointwise", "extern") or not _concrete_4d(node):
+        kind = OPS[node.op].kind
+        if kind not in ("pointwise", "extern", "reduction") or not _concrete_4d(node):
+            continue
+        if kind == "reduction" and node not in wanted:  # a reduction keeps its row-major result
             continue
         if any(user.op != "output" and OPS[user.op].kind == "view" for user in users[node]):
             continue
@@ -118,9 +121,12 @@ def _convolutions(graph: Graph, kinds: tuple = CONVOLUTIONS + GRADIENTS_FOR_INPU
 
 def _convolution_operands(graph: Graph) -> set[Node]:
     """The pointwise nodes that convolutions and their gradients read (input, weight, gradient):
-    their kernels may as well write them channels-last."""
+    their kernels may as well write them channels-last. A reduction's too: a max pool (the
+    maximum over each window) before a convolution, whose rows are then walked in channels-last
+    order, neighbouring channels side by side (fuse/schedule.py `row_order`)."""
     operands = {conv.args[i] for conv in _convolutions(graph, tuple(OPERANDS)) for i in OPERANDS[conv.args[0]]}
-    return {n for n in operands if isinstance(n, Node) and n.op != "placeholder" and OPS[n.op].kind == "pointwise"}
+    return {n for n in operands if isinstance(n, Node) and n.op != "placeholder"
+            and OPS[n.op].kind in ("pointwise", "reduction")}
 
 
 def _convert_weights(graph: Graph, keep_last: int = 0) -> list[str]:

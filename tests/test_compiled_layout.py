@@ -269,6 +269,46 @@ def test_pointwise_kernels_walk_channels_last_memory_in_order(backend: str) -> N
     assert "%" in load_y, load_y  # y, row-major, is the operand read out of order
 
 
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_a_max_pool_before_a_convolution_writes_channels_last_windows_in_memory_order(backend: str) -> None:
+    """Under the layout optimization a max pool (the maximum over each window: a reduction) that a
+    convolution reads is written channels-last, and its windows are walked channel by channel:
+    neighbouring rows read and write neighbouring addresses of channels-last tensors. Row-major
+    rows read them C elements apart (the stem's pool of a ResNet-18 training step: 0.31 ms on the
+    H100, against torch.compile's 0.09)."""
+    if backend == "triton" and not os.environ.get("TRITON_INTERPRET"):
+        pytest.skip("Triton on CPU tensors needs TRITON_INTERPRET=1")
+    torch.manual_seed(0)
+    fn = lambda x, w: torch.conv2d(torch.max_pool2d(torch.relu(x), 3, 2, 1), w, padding=1)  # noqa: E731
+    x = torch.randn(2, 8, 16, 16).to(memory_format=torch.channels_last)
+    w = torch.randn(4, 8, 3, 3)
+    compiled = minicompiler.compile(fn, backend=backend, options={"layout_optimization": True})
+    torch.testing.assert_close(compiled(x, w), fn(x, w), rtol=1e-4, atol=1e-4)
+    graph = compiled.report.graphs[0]
+    assert re.search(r"amax\w*: channels-last, as the convolution reading it runs", graph.stage("layout").text)
+    pool = next(k for k in graph.kernels if k.kind == "reduction")
+    store = next(line for line in pool.code.splitlines() if "out_amax" in line and ("store" in line or "] =" in line))
+    assert not any(op in store for op in ("//", "%", "*")), store  # row i is stored at offset i: in memory order
+
+
+def test_a_training_max_pool_with_indices_before_a_convolution_gets_gradients_as_eager() -> None:
+    """The training stem of a ResNet (conv, batch norm, ReLU, max pool, conv): the pool keeps its
+    argmax for the backward, row-major, and writes its maximum channels-last; every gradient
+    equals eager's."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(3, 2, 1),
+                          nn.Conv2d(8, 8, 3, padding=1))
+    reference = copy.deepcopy(model)
+    compiled = minicompiler.compile(model, options={"layout_optimization": True})
+    x = torch.randn(2, 3, 16, 16)
+    compiled(x).square().sum().backward()
+    reference(x).square().sum().backward()
+    for got, expected in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(got.grad, expected.grad, rtol=1e-4, atol=1e-4)
+    layout = next(s for g in compiled.report.graphs for s in g.stages if s.name == "layout (forward)")
+    assert re.search(r"sum\w*: channels-last, as the convolution reading it runs", layout.text), layout.text
+
+
 @pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
 def test_triton_adds_a_convolutions_bias_in_the_kernel_after_it(training: bool) -> None:
     """Triton: conv(x, w, b) is conv(x, w, None) + b, the add fused into the ReLU's kernel (cuDNN

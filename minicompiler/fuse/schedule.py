@@ -14,7 +14,7 @@ other value exists only inside a kernel's loop, in a register.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -117,16 +117,7 @@ class Kernel:
         first = next((b for b in self.outputs if b.shape == self.domain), None)
         if self.kind != "pointwise" or first is None:
             return order
-        strides = first.strides
-        if not all(isinstance(n, int) for n in (*strides, *self.domain)):  # symbolic sizes: row-major
-            return order
-        walk = tuple(sorted(order, key=lambda d: -strides[d]))
-        expected = 1
-        for d in reversed(walk):  # dense: each stride the product of the sizes inside it
-            if self.domain[d] != 1 and strides[d] != expected:
-                return order
-            expected *= self.domain[d]
-        return walk
+        return _memory_order(self.domain, first.strides) or order
 
     @property
     def outer_reduction(self) -> bool:
@@ -148,11 +139,23 @@ class Kernel:
         coalesced (per-(n, h, c) partial sums of a channels-last tensor walked in (n, c, h)
         order would read addresses C apart)."""
         order = tuple(range(len(self.kept_dims)))
-        if not self.outer_reduction:
+        if self.outer_reduction:
+            strides = self._element_strides()
+            assert strides is not None
+            return tuple(sorted(order, key=lambda i: -strides[self.kept_dims[i]]))
+        # else the memory order of what it stores, where that is not row-major: a channels-last
+        # max pool then walks its windows channel by channel, reading and writing neighbouring
+        # addresses (its argmax, if it keeps one, is row-major: that store alone is strided)
+        if not all(isinstance(n, int) for n in self.domain):  # comparing symbolic sizes would guard them
             return order
-        strides = self._element_strides()
-        assert strides is not None
-        return tuple(sorted(order, key=lambda i: -strides[self.kept_dims[i]]))
+        for buffer in self.outputs:
+            if buffer.shape not in (self.reduced_shape, self.keepdim_shape):
+                continue
+            strides = buffer.strides if buffer.shape == self.reduced_shape else tuple(
+                buffer.strides[d] for d in self.kept_dims)
+            if (walk := _memory_order(self.reduced_shape, strides)) not in (None, order):
+                return walk
+        return order
 
     def _element_strides(self) -> tuple[int, ...] | None:
         """The strides of the first tensor the kernel reads element by element (shape: the domain;
@@ -175,6 +178,20 @@ class Kernel:
             over += f" reducing dims {self.reduction_dims}"
         stores = ", ".join(b.name for b in self.outputs) or "nothing"
         return f"{self.name}: {self.kind} over {over}: {', '.join(n.name for n in self.nodes)} -> {stores}"
+
+
+def _memory_order(shape: tuple[Any, ...], strides: tuple[Any, ...]) -> tuple[int, ...] | None:
+    """The dims of a dense layout from the slowest-moving to the fastest; None for a layout with
+    gaps or broadcasts, or sizes not known now."""
+    if not all(isinstance(n, int) for n in (*strides, *shape)):
+        return None
+    walk = tuple(sorted(range(len(shape)), key=lambda d: -strides[d]))
+    expected = 1
+    for d in reversed(walk):  # dense: each stride the product of the sizes inside it
+        if shape[d] != 1 and strides[d] != expected:
+            return None
+        expected *= shape[d]
+    return walk
 
 
 @dataclass(frozen=True)
