@@ -38,8 +38,10 @@ from minicompiler.fuse import fuse
 from minicompiler.fuse.split_reductions import split_reductions
 from minicompiler.ir import Graph, Node, graph_to_python, run_graph
 from minicompiler.ir.symbolic import size_code
+from minicompiler.ir.transform import copy_graph
 from minicompiler.layout import assign_layouts, follow_saved_layouts, too_few_convolutions, worth_channels_last
 from minicompiler.replace import PASSES as REPLACE_PASSES
+from minicompiler.replace.max_pool_values import max_pool_values, picks_at_argmax
 from minicompiler.report import CompileReport, GraphReport, StageRecord
 from minicompiler.reporting import describe_fusion, describe_kernels, describe_schedule, node_lines
 from minicompiler.runtime import progress
@@ -155,6 +157,8 @@ class CompiledGraph:
         if self.backend == "eager":
             return run_with_torch(self.graph)
         graph = self.artifacts["simplify"]
+        if picks_at_argmax(graph):  # lowering makes them maxima in place; the training program must
+            graph = copy_graph(graph)  # differentiate the picks (torch's gradient): it gets the original
         module = self._lower(graph, stage_suffix="", written_back=self._in_place_candidates(graph))
         return (self._launcher(module, lend_last=len(self.written_back)) if module is not None
                 else run_with_torch(self.graph))
@@ -216,6 +220,10 @@ class CompiledGraph:
         `keep_last`: the last outputs are saved tensors (any layout will do)."""
         report = self.report
         start = time.perf_counter()
+        if notes := max_pool_values(graph):  # gradients are worked out: a pick at the argmax is a max
+            report.stages.append(StageRecord("max pool values" + stage_suffix, time.perf_counter() - start,
+                                             "\n".join(notes), language="text"))
+            start = time.perf_counter()
         if self.backend == "triton" and (notes := split_reductions(graph)):  # few long rows: a GPU wants more
             report.stages.append(StageRecord("split reductions" + stage_suffix, time.perf_counter() - start,
                                              "\n".join(notes), language="text"))

@@ -171,8 +171,8 @@ class _Scheduler:
         counts its batches (`num_batches_tracked += 1`): 20 one-element kernels per ResNet-18
         training step, now one. Small only: a large one's consumers would rather fuse with it
         where it is."""
-        if not self._small_and_reads_only_inputs(node, set()):
-            return False
+        if not self._small_and_reads_only_inputs(node, set()) or all(i.op != "placeholder" for i in node.inputs()):
+            return False  # (index arithmetic, reading no input, is left to join what reads it)
         for kernel in (s for s in self.steps if isinstance(s, Kernel)):
             members = set(kernel.nodes)
             if (all(self._small_and_reads_only_inputs(m, members) for m in kernel.nodes)

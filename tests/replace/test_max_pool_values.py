@@ -1,0 +1,64 @@
+"""A max pool whose input needs a gradient picks each window's value at its argmax (so the
+gradient goes to one element, as torch's does); once gradients are derived the value is the
+window's maximum again (replace/max_pool_values.py): the inference program reads each window
+once for its maximum, the training forward once for both the maximum and the argmax it saves.
+Values, gradients and the kernels' reductions are checked against eager on both backends."""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import pytest
+import torch
+from torch import nn
+
+import minicompiler
+
+
+def net() -> nn.Module:
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(3, 2, 1), nn.Conv2d(4, 4, 3))
+
+
+def generated(compiled: minicompiler.CompiledModule, suffix: str) -> str:
+    """The generated code of the program whose stages end in `suffix` (each line of a kernel says
+    which node it computes: `# sum = amax(where_20, (4, 5), False)`)."""
+    return next(s.text for g in compiled.report.graphs for s in g.stages if s.name == "codegen" + suffix)
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_inference_takes_the_maximum_in_one_sweep_and_training_keeps_torchs_gradient(backend: str) -> None:
+    if backend == "triton" and not os.environ.get("TRITON_INTERPRET"):
+        pytest.skip("Triton on CPU tensors needs TRITON_INTERPRET=1")
+    torch.manual_seed(0)
+    model = net()
+    reference = copy.deepcopy(model)
+    compiled = minicompiler.compile(model, backend=backend)
+    x = torch.randn(2, 3, 12, 12)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), reference(x))
+    code = generated(compiled, "")
+    assert " = amax(" in code and " = argmax(" not in code, code
+    notes = next(s for g in compiled.report.graphs for s in g.stages if s.name == "max pool values").text
+    assert "no longer picked at its argmax" in notes
+
+    # ReLU zeros tie in a window: torch sends the gradient to the first, and so must we
+    compiled(x).square().sum().backward()
+    reference(x).square().sum().backward()
+    for got, expected in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(got.grad, expected.grad, rtol=1e-4, atol=1e-4)
+    code = generated(compiled, " (forward)")
+    assert " = argmax(" in code and " = amax(" in code, code  # the argmax saved, and the maximum
+
+
+def test_a_pick_that_is_not_at_the_argmax_of_the_same_window_stays() -> None:
+    """sum(where(eq(tap, argmax(a)), b, 0)) with b another tensor than a is no maximum of b."""
+    def fn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        best = a.argmax(-1, keepdim=True)
+        taps = torch.arange(a.shape[-1])
+        return torch.where(taps == best, b, 0).sum(-1)
+
+    compiled = minicompiler.compile(fn)
+    a, b = torch.randn(5, 7), torch.randn(5, 7)
+    torch.testing.assert_close(compiled(a, b), fn(a, b))
+    assert not any(s.name == "max pool values" for g in compiled.report.graphs for s in g.stages)
