@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from minicompiler.fuse.rules import reduction_dims
 from minicompiler.ir import OPS, Graph, Node, TensorMeta, map_structure
 from minicompiler.replace.conv_bn import folded_weight
 from minicompiler.runtime.cuda_graphs import recording_cuda_graph
@@ -58,6 +59,7 @@ def assign_layouts(graph: Graph, convolutions_channels_last: bool = False, keep_
         node.meta = meta
     notes = _convert_weights(graph, keep_last)
     notes += _follow_torch(graph, _convolution_operands(graph), every_convolution=True)
+    notes += _reductions_of_one_window(graph)
     return notes + _outputs_as_eager(graph, eager, keep_last)
 
 
@@ -127,6 +129,29 @@ def _convolution_operands(graph: Graph) -> set[Node]:
     operands = {conv.args[i] for conv in _convolutions(graph, tuple(OPERANDS)) for i in OPERANDS[conv.args[0]]}
     return {n for n in operands if isinstance(n, Node) and n.op != "placeholder"
             and OPS[n.op].kind in ("pointwise", "reduction")}
+
+
+def _reductions_of_one_window(graph: Graph) -> list[str]:
+    """A training max pool keeps its argmax for the backward, a reduction over the same windows
+    as its channels-last maximum: laid out in the same order (channels innermost), the kernel
+    computing both stores each row of both at neighbouring addresses; row-major, the argmax's
+    stores land W*H elements apart."""
+    users = graph.users()
+    notes = []
+    for node in graph.compute_nodes():
+        if OPS[node.op].kind != "reduction" or not is_channels_last(node):
+            continue
+        for sibling in users[node.args[0]]:
+            if (sibling is node or OPS[sibling.op].kind != "reduction" or sibling.meta.ndim < 4
+                    or reduction_dims(sibling) != reduction_dims(node) or not _concrete(sibling)
+                    or sibling.meta.shape[:4] != node.meta.shape or sibling.meta.stride() != row_major(sibling)
+                    or any(OPS[u.op].kind == "view" for u in users[sibling] if u.op != "output")):
+                continue
+            n, c, h, w = node.meta.shape
+            strides = (h * w * c, 1, w * c, c) + (1,) * (sibling.meta.ndim - 4)
+            sibling.meta = dataclasses.replace(sibling.meta, strides=strides)
+            notes.append(f"{sibling.name}: channels-last, as {node.name} over the same windows")
+    return notes
 
 
 def _convert_weights(graph: Graph, keep_last: int = 0) -> list[str]:
@@ -205,6 +230,14 @@ def is_channels_last(node: Node) -> bool:
 def channels_last_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     n, c, h, w = shape
     return (h * w * c, 1, w * c, c)
+
+
+def _concrete(node: Node) -> bool:
+    return node.meta is not None and all(isinstance(s, int) for s in node.meta.shape)
+
+
+def row_major(node: Node) -> tuple[int, ...]:
+    return TensorMeta(node.meta.shape, node.meta.dtype).stride()
 
 
 def _concrete_4d(node: Node) -> bool:

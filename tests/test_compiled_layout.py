@@ -292,9 +292,9 @@ def test_a_max_pool_before_a_convolution_writes_channels_last_windows_in_memory_
 
 
 def test_a_training_max_pool_with_indices_before_a_convolution_gets_gradients_as_eager() -> None:
-    """The training stem of a ResNet (conv, batch norm, ReLU, max pool, conv): the pool keeps its
-    argmax for the backward, row-major, and writes its maximum channels-last; every gradient
-    equals eager's."""
+    """The training stem of a ResNet (conv, batch norm, ReLU, max pool, conv): the pool writes its
+    maximum channels-last, and the argmax it keeps for the backward in the same order (one kernel
+    stores both, row by row); every gradient equals eager's."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(3, 2, 1),
                           nn.Conv2d(8, 8, 3, padding=1))
@@ -307,6 +307,7 @@ def test_a_training_max_pool_with_indices_before_a_convolution_gets_gradients_as
         torch.testing.assert_close(got.grad, expected.grad, rtol=1e-4, atol=1e-4)
     layout = next(s for g in compiled.report.graphs for s in g.stages if s.name == "layout (forward)")
     assert re.search(r"sum\w*: channels-last, as the convolution reading it runs", layout.text), layout.text
+    assert re.search(r"argmax\w*: channels-last, as sum\w* over the same windows", layout.text), layout.text
 
 
 @pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
