@@ -134,10 +134,11 @@ class Kernel:
     @property
     def row_order(self) -> tuple[int, ...]:
         """A reduction kernel's kept dims (as positions in `kept_dims`) from the slowest-moving
-        row to the fastest. Row-major, but for an outer reduction the memory order of what it
-        reads: neighbouring rows then read neighbouring addresses, and a block of rows loads
-        coalesced (per-(n, h, c) partial sums of a channels-last tensor walked in (n, c, h)
-        order would read addresses C apart)."""
+        row to the fastest. For an outer reduction the memory order of what it reads:
+        neighbouring rows then read neighbouring addresses, and a block of rows loads coalesced
+        (per-(n, h, c) partial sums of a channels-last tensor walked in (n, c, h) order would read
+        addresses C apart). Otherwise the memory order of what it stores, and row-major where
+        that is row-major or not dense."""
         order = tuple(range(len(self.kept_dims)))
         if self.outer_reduction:
             strides = self._element_strides()
@@ -145,7 +146,7 @@ class Kernel:
             return tuple(sorted(order, key=lambda i: -strides[self.kept_dims[i]]))
         # else the memory order of what it stores, where that is not row-major: a channels-last
         # max pool then walks its windows channel by channel, reading and writing neighbouring
-        # addresses (its argmax, if it keeps one, is row-major: that store alone is strided)
+        # addresses (the argmax a training pool keeps is laid out alike: layout.py)
         if not all(isinstance(n, int) for n in self.domain):  # comparing symbolic sizes would guard them
             return order
         for buffer in self.outputs:
