@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 
 IDENTIFIER = re.compile(r"(?<![.\w])[A-Za-z_]\w*")  # a name, not an attribute (ops.permute is no buffer)
-ASSIGNMENT = re.compile(r"    (\w+) = (.*)")
+ASSIGNMENT = re.compile(r"    (\w+(?:, \w+)*) = (.*)")  # one name, or several unpacked
 ALLOCATION = re.compile(r"    (\w+) = torch\.empty(?:_strided)?\((.*)\)")
 PER_KERNEL_SIZE = re.compile(r"\bsize[0-9]+\b")  # read again before each kernel: differs between them
 NEVER = 1 << 62  # the last use of a name that outlives the call (an output, an input)
@@ -104,16 +104,17 @@ def _names_sharing_memory(blocks: list[list[str]], buffers: set[str], fresh: set
         assignment = ASSIGNMENT.fullmatch(line.split("  #", 1)[0])
         if assignment is None:
             continue
-        name, value = assignment.groups()
+        targets, value = assignment.groups()
         allocation = ALLOCATION.fullmatch(line)
-        if allocation is not None:
-            roots_of[name] = set() if PER_KERNEL_SIZE.search(allocation.group(2)) else {name}
-        elif name in fresh:
-            roots_of[name] = set()  # new memory, not the wrapper's to reuse
-        else:  # a view, a value written in place, or an extern's result: it may share its arguments' memory
-            roots_of[name] = set().union(*(roots_of.get(n, set()) for n in names_in(value) if n in buffers))
-        for root in roots_of[name]:
-            sharing.setdefault(root, set()).add(name)
+        for name in targets.split(", "):
+            if allocation is not None:
+                roots_of[name] = set() if PER_KERNEL_SIZE.search(allocation.group(2)) else {name}
+            elif name in fresh:
+                roots_of[name] = set()  # new memory, not the wrapper's to reuse
+            else:  # a view, a value written in place, an extern's result: it may share its arguments' memory
+                roots_of[name] = set().union(*(roots_of.get(n, set()) for n in names_in(value) if n in buffers))
+            for root in roots_of[name]:
+                sharing.setdefault(root, set()).add(name)
     return sharing
 
 

@@ -16,6 +16,7 @@ from minicompiler.codegen.common import CodegenError, CodeWriter
 from minicompiler.codegen.wrapper import Launch, wrapper_source
 from minicompiler.fuse.schedule import Schedule
 from minicompiler.ir.graph import SourceLoc
+from minicompiler.ir.ops import torch_call_vjps
 from minicompiler.ir.printer import OPS_NAMESPACE
 from minicompiler.layout import channels_last_copy, reinterpret_tensor
 from minicompiler.runtime import loader
@@ -79,7 +80,8 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
         launch = functools.partial(triton.call_source, dynamic=dynamic, configs=launch_configs)
     wrapper_text, constants, memory = wrapper_source(schedule, launch, dynamic, consume_inputs)
     namespace = {"torch": torch, "ops": OPS_NAMESPACE, **launchers, **constants,
-                 "channels_last_copy": channels_last_copy, "reinterpret_tensor": reinterpret_tensor}  # layout.py
+                 "channels_last_copy": channels_last_copy, "reinterpret_tensor": reinterpret_tensor,  # layout.py
+                 "torch_call_vjps": torch_call_vjps}
     return CompiledModule(
         backend=backend,
         wrapper_source=wrapper_text,

@@ -49,7 +49,8 @@ NEW_MEMORY_CALLS = frozenset({torch.conv1d, torch.conv2d, torch.conv3d, torch.co
 # functions that keep a result per argument tensor, known by identity and memory (replace/conv_bn.py):
 # the memory of what they read must not take a new value within the call
 CACHED_PER_TENSOR = (folded_weight, folded_bias)
-RESERVED = frozenset({"torch", "ops", "inputs", "call", "float", "channels_last_copy", "reinterpret_tensor"})
+RESERVED = frozenset({"torch", "ops", "inputs", "call", "float", "channels_last_copy", "reinterpret_tensor",
+                      "torch_call_vjps"})
 GENERATED_NAME = re.compile(r"(const_|size|s)[0-9]+")
 LITERALS = (type(None), bool, int, float, str, torch.dtype, torch.device)
 
@@ -120,8 +121,12 @@ def wrapper_source(schedule: Schedule, launch: Launch, dynamic: bool = False,
             lines.append(f"    {w.names[p]} = channels_last_copy({w.names[p]})")
     symbolic = not all(_static(node) for node in schedule.graph.nodes if node.meta is not None)
     views = {} if dynamic or symbolic else direct_views(schedule)  # sizes known only at call time: torch's ops
+    gathered = _gathered_vjps(schedule.steps)
+    later = {node for nodes in gathered.values() for node in nodes[1:]}  # computed with the first
     blocks = [_kernel_lines(step, w, launch, dynamic) if isinstance(step, Kernel)
               else _view_lines(step.node, views[step.node], w) if step.node in views
+              else _gathered_vjp_lines(gathered[step.node], w) if step.node in gathered
+              else [] if step.node in later
               else _call_lines(step, w)
               for step in _without_unread_views(schedule, views)]
     kept = set(names_in(w.format(schedule.graph.outputs)))
@@ -144,6 +149,32 @@ def _new_memory(node: Node) -> bool:
     return node.op in CONTIGUOUS_EXTERNS and node.op != "reshape"
 
 
+def _gathered_vjps(steps: list[Step]) -> dict[Node, list[Node]]:
+    """The `torch_call_vjp`s of one call (same function, gradient and arguments; one per input
+    needing a gradient), by the first of them: the wrapper gets them from one backward."""
+    groups: dict[tuple, list[Node]] = {}
+    for node in (step.node for step in steps if isinstance(step, ExternCall) and step.node.op == "torch_call_vjp"):
+        fn, _, *rest = node.args
+        key = (id(fn), *(a if isinstance(a, LITERALS) else id(a) for a in rest),
+               *((k, v if isinstance(v, LITERALS) else id(v)) for k, v in node.kwargs.items()))
+        groups.setdefault(key, []).append(node)
+    return {nodes[0]: nodes for nodes in groups.values() if len(nodes) > 1}
+
+
+def _gathered_vjp_lines(nodes: list[Node], w: _Writer) -> list[str]:
+    """a, b = torch_call_vjps(fn, (0, 1), grad, *args): one recomputation and one backward."""
+    fn, _, *rest = nodes[0].args
+    names = [w.names[n] for n in nodes]
+    call = f"torch_call_vjps({w.bind(fn)}, {w.format(tuple(n.args[1] for n in nodes))}, " \
+           f"{w.call_args(tuple(rest), nodes[0].kwargs)})"
+    lines = [f"    # {provenance_comment(n)}" for n in nodes] + [f"    {', '.join(names)} = {call}"]
+    return lines + [f"    {w.names[n]} = {w.names[n]}.contiguous({_layout(n)})" for n in nodes]
+
+
+def _layout(node: Node) -> str:
+    return "memory_format=torch.channels_last" if is_channels_last(node) else ""
+
+
 def _call_lines(step: Step, w: _Writer) -> list[str]:
     node = step.node
     if node.op == "torch_call":
@@ -152,8 +183,7 @@ def _call_lines(step: Step, w: _Writer) -> list[str]:
         call = f"ops.{node.op}({w.call_args(node.args, node.kwargs)})"
     if isinstance(step, ExternCall) and node.op not in CONTIGUOUS_EXTERNS:
         # kernels read an extern's result in the layout its meta says (layout.py): a no-op when it is
-        layout = "memory_format=torch.channels_last" if is_channels_last(node) else ""
-        call += f".contiguous({layout})"
+        call += f".contiguous({_layout(node)})"
     return [f"    # {provenance_comment(node)}", f"    {w.names[node]} = {call}"]
 
 

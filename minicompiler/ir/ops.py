@@ -213,17 +213,23 @@ register(
 
 def _torch_call_vjp(fn: Callable[..., torch.Tensor], argnum: int, grad: torch.Tensor, *args: Any,
                     **kwargs: Any) -> torch.Tensor:
-    # Recompute the call under torch autograd and ask it for one input's gradient.
-    primal = args[argnum]
-    if primal.device.type == "meta":  # shape inference: the gradient looks like the input
-        return torch.empty_like(primal)
+    if args[argnum].device.type == "meta":  # shape inference: the gradient looks like the input
+        return torch.empty_like(args[argnum])
+    return torch_call_vjps(fn, (argnum,), grad, *args, **kwargs)[0]
+
+
+def torch_call_vjps(fn: Callable[..., torch.Tensor], argnums: tuple[int, ...], grad: torch.Tensor, *args: Any,
+                    **kwargs: Any) -> tuple[torch.Tensor, ...]:
+    """The gradients of fn(*args) w.r.t. each of args[argnums]: the call recomputed once under torch
+    autograd, one backward for all of them (the wrapper gathers a call's `torch_call_vjp`s into one:
+    three of them for attention's q, k and v ran its forward and backward three times)."""
     with torch.enable_grad():
-        primal = primal.detach().requires_grad_()
-        output = fn(*args[:argnum], primal, *args[argnum + 1 :], **kwargs)
+        primals = {i: args[i].detach().requires_grad_() for i in argnums}
+        output = fn(*(primals.get(i, arg) for i, arg in enumerate(args)), **kwargs)
         if not output.requires_grad:  # x.new_tensor(...), x.new_zeros(...): made from x, not of it
-            return torch.zeros_like(primal)
-        (result,) = torch.autograd.grad(output, primal, grad, allow_unused=True)
-    return result if result is not None else torch.zeros_like(primal)
+            return tuple(torch.zeros_like(primals[i]) for i in argnums)
+        grads = torch.autograd.grad(output, [primals[i] for i in argnums], grad, allow_unused=True)
+    return tuple(torch.zeros_like(primals[i]) if g is None else g for i, g in zip(argnums, grads, strict=True))
 
 
 register(

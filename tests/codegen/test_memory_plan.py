@@ -21,7 +21,8 @@ def buffer(name: str, dtype: str = "torch.float32", sizes: str = "(4,), (1,)") -
 
 def plan(blocks: list[list[str]], kept: frozenset[str] = frozenset(), fresh: frozenset[str] = frozenset(),
          pinned: frozenset[str] = frozenset()) -> list[str]:
-    names = {line.split(" = ")[0].strip() for block in blocks for line in block if " = " in line}
+    names = {name for block in blocks for line in block if " = " in line
+             for name in line.split(" = ")[0].strip().split(", ")}
     return plan_memory(blocks, names, set(kept), set(fresh), set(pinned)).lines
 
 
@@ -108,3 +109,11 @@ def test_a_returned_view_of_an_intermediate_is_never_overwritten() -> None:
     x = torch.randn(32)
     for got, expected in zip(compiled(x), fn(x), strict=True):
         torch.testing.assert_close(got, expected)
+
+
+def test_names_unpacked_from_one_call_may_share_its_arguments_memory() -> None:
+    """`g1, g2 = torch_call_vjps(fn, (0, 1), a, ...)`: torch autograd may hand back `a` itself."""
+    blocks = [[buffer("a"), "    k1(a)"], ["    g1, g2 = torch_call_vjps(const_0, (0, 1), a)"],
+              [buffer("b"), "    k2(g2, b)"], [buffer("c"), "    k3(b, c)"]]
+    assert reused_by(plan(blocks, kept=frozenset({"c", "g1"}))) == {}  # g1 lives on: a's memory with it
+    assert reused_by(plan(blocks, kept=frozenset({"c"}))) == {"c": "a"}

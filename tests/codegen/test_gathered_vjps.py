@@ -1,0 +1,60 @@
+"""The backward of a call the compiler does not know (a `torch_call`) asks torch autograd for each
+input's gradient; an attention call has three (q, k and v). The wrapper gathers them into one
+`torch_call_vjps(...)`: the call is recomputed once and differentiated once, not three times each
+(counted on the aten ops the backward dispatches), and the gradients equal eager's."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import minicompiler
+
+
+class CountOps(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204 - torch's protocol
+        self.names.append(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    return F.scaled_dot_product_attention(q.sin(), k, v * 2).cos()
+
+
+def test_one_recomputation_and_one_backward_for_all_inputs() -> None:
+    torch.manual_seed(0)
+    compiled = minicompiler.compile(attention, backend="cpp")
+    q, k, v = (torch.randn(2, 4, 16, 8, requires_grad=True) for _ in range(3))
+    eager = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    out = compiled(q, k, v)
+    expected = attention(*eager)
+    torch.testing.assert_close(out, expected)
+    grad = torch.randn_like(out)
+    with CountOps() as ops:
+        out.backward(grad)
+    expected.backward(grad)
+    for got, want in zip((q, k, v), eager, strict=True):
+        torch.testing.assert_close(got.grad, want.grad)
+    attention_ops = [name for name in ops.names if "attention" in name]
+    assert len([n for n in attention_ops if "backward" not in n]) == 1, attention_ops  # recomputed once
+    assert len([n for n in attention_ops if "backward" in n]) == 1, attention_ops  # differentiated once
+    backward = next(s.text for g in compiled.report.graphs for s in g.stages if s.name == "codegen (backward)")
+    assert backward.count("torch_call_vjps(") == 1 and "(0, 1, 2)" in backward
+
+
+def test_a_single_gradient_keeps_its_own_call() -> None:
+    """Only k needs a gradient: one torch_call_vjp, as before."""
+    compiled = minicompiler.compile(attention, backend="cpp")
+    q, v = torch.randn(2, 4, 16, 8), torch.randn(2, 4, 16, 8)
+    k = torch.randn(2, 4, 16, 8, requires_grad=True)
+    k_eager = k.detach().clone().requires_grad_()
+    compiled(q, k, v).sum().backward()
+    attention(q, k_eager, v).sum().backward()
+    torch.testing.assert_close(k.grad, k_eager.grad)
+    backward = next(s.text for g in compiled.report.graphs for s in g.stages if s.name == "codegen (backward)")
+    assert "torch_call_vjps(" not in backward and "torch_call_vjp" in backward
