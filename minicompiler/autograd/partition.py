@@ -29,7 +29,7 @@ import torch
 
 from minicompiler.autograd.joint import JointGraph
 from minicompiler.autograd.maxflow import Capacities, min_cut
-from minicompiler.autograd.shape_rules import RANDOM_FUNCTIONS
+from minicompiler.autograd.shape_rules import CONV_GRADIENTS, RANDOM_FUNCTIONS
 from minicompiler.autograd.subgraph import ancestors, extract
 from minicompiler.ir import OPS, Graph, Node
 from minicompiler.ir.symbolic import size_hint
@@ -88,6 +88,11 @@ def save_min_cut(joint: JointGraph) -> list[Node]:
     sink side of it are recomputed in the backward from the saved ones. Of the cuts that cost
     the same, the one nearest the sink recomputes least: BatchNorm's mean = sum / n is saved
     instead of sum, so the backward does not spend a kernel launch on the division.
+
+    What a convolution's weight gradient reads (the convolution's input) is saved, as eager
+    saves it: recomputed, it would come from the kernel that reads the input's gradient, after
+    that gradient's call, and the wrapper could not get both gradients from one call
+    (`convolution_grads`, codegen/wrapper.py). The forward stores it anyway, for the convolution.
     """
     after_tangents = _reads_tangents(joint)
     forward = _forward_region(joint)
@@ -98,6 +103,7 @@ def save_min_cut(joint: JointGraph) -> list[Node]:
     users = joint.graph.users()
     gradients = set(joint.gradients)
     recompute = must_recompute(joint, users, after_tangents)
+    conv_inputs = _convolution_inputs(after_tangents)
     capacities: Capacities = {}
     for node in candidates:
         # a value that must be recomputed cannot be cut (saved), and is not bound to the forward
@@ -108,8 +114,8 @@ def save_min_cut(joint: JointGraph) -> list[Node]:
         region = node.tags.get(CHECKPOINT)
         region_output = region is not None and node not in recompute and any(
             user in forward and user.tags.get(CHECKPOINT) != region for user in users[node])
-        if node.op == "placeholder" or region_output or (node in forward and node not in recompute
-                                                         and OPS[node.op].kind not in ("pointwise", "view")):
+        if node.op == "placeholder" or region_output or (node in forward and node not in recompute and (
+                OPS[node.op].kind not in ("pointwise", "view") or node in conv_inputs)):
             capacities.setdefault("source", {})[(node, "in")] = math.inf
         out_edges = capacities.setdefault((node, "out"), {})
         if node in gradients or any(user in after_tangents for user in users[node]):
@@ -135,6 +141,13 @@ def must_recompute(joint: JointGraph, users: dict[Node, list[Node]], after_tange
         if all(u.tags.get(CHECKPOINT) == region for u in readers):
             recompute.add(node)
     return recompute
+
+
+def _convolution_inputs(backward: set[Node]) -> set[Node]:
+    """The values the backward's convolution weight gradients read: the convolutions' inputs."""
+    weight_gradients = {grads[1] for grads in CONV_GRADIENTS.values()}
+    return {node.args[1] for node in backward if node.op == "torch_call" and node.args[0] in weight_gradients
+            and isinstance(node.args[1], Node)}
 
 
 def recomputed_checkpoints(backward: Graph) -> list[str]:

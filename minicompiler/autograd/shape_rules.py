@@ -266,6 +266,19 @@ def vjp_convolution(ops: GraphOps, g: Node, fn: Any, x: Node, w: Node, b: Any = 
     )
 
 
+def convolution_grads(grad: torch.Tensor, input: torch.Tensor, weight: torch.Tensor, stride: Any = 1,
+                      padding: Any = 0, dilation: Any = 1, groups: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """The input's and the weight's gradients of one convolution from one call, as eager's
+    ConvolutionBackward gets them: torch.nn.grad's `conv2d_input` and `conv2d_weight` make a call
+    each, and a call costs a convolution backward's setup on the host again (codegen/wrapper.py
+    gathers the two into this)."""
+    dims = input.dim() - 2
+    per_dim = [tuple(v) if isinstance(v, (tuple, list)) else (v,) * dims for v in (stride, padding, dilation)]
+    grad_input, grad_weight, _ = torch.ops.aten.convolution_backward.default(
+        grad, input, weight, None, *per_dim, False, [0] * dims, groups, [True, True, False])
+    return grad_input, grad_weight
+
+
 @vjp("torch_call")  # an op the compiler does not know: torch autograd differentiates it in the backward
 def vjp_torch_call(ops: GraphOps, g: Node, y: Node, fn: Any, *args: Any, **kwargs: Any) -> Grads:
     if fn in CONV_GRADIENTS and not kwargs and not isinstance(args[4] if len(args) > 4 else 0, str):

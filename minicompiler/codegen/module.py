@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import torch
 
+from minicompiler.autograd.shape_rules import convolution_grads
 from minicompiler.codegen import cpp, triton
 from minicompiler.codegen.common import CodegenError, CodeWriter
 from minicompiler.codegen.wrapper import Launch, wrapper_source
@@ -81,7 +82,7 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
     wrapper_text, constants, memory = wrapper_source(schedule, launch, dynamic, consume_inputs)
     namespace = {"torch": torch, "ops": OPS_NAMESPACE, **launchers, **constants,
                  "channels_last_copy": channels_last_copy, "reinterpret_tensor": reinterpret_tensor,  # layout.py
-                 "torch_call_vjps": torch_call_vjps}
+                 "torch_call_vjps": torch_call_vjps, "convolution_grads": convolution_grads}
     return CompiledModule(
         backend=backend,
         wrapper_source=wrapper_text,

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from minicompiler.autograd.shape_rules import CONV_GRADIENTS
 from minicompiler.codegen.body import input_params, output_params
 from minicompiler.codegen.common import CodegenError, provenance_comment
 from minicompiler.codegen.memory_plan import MemoryPlan, names_in, plan_memory
@@ -46,11 +47,14 @@ CONTIGUOUS_EXTERNS = frozenset({"matmul", "addmm", "bmm", "reshape"})
 # torch functions a graph calls that always answer a new tensor (not a view of an argument)
 NEW_MEMORY_CALLS = frozenset({torch.conv1d, torch.conv2d, torch.conv3d, torch.conv_transpose1d, torch.conv_transpose2d,
                               torch.conv_transpose3d, torch.nn.grad.conv2d_input, torch.nn.grad.conv2d_weight})
+# torch.nn.grad's gradient function -> (its convolution's, which gradient it computes)
+CONVOLUTION_GRADIENT = {fn: (convolution, role) for convolution, grads in CONV_GRADIENTS.items()
+                        for fn, role in zip(grads, ("input", "weight"), strict=True)}
 # functions that keep a result per argument tensor, known by identity and memory (replace/conv_bn.py):
 # the memory of what they read must not take a new value within the call
 CACHED_PER_TENSOR = (folded_weight, folded_bias)
 RESERVED = frozenset({"torch", "ops", "inputs", "call", "float", "channels_last_copy", "reinterpret_tensor",
-                      "torch_call_vjps"})
+                      "torch_call_vjps", "convolution_grads"})
 GENERATED_NAME = re.compile(r"(const_|size|s)[0-9]+")
 LITERALS = (type(None), bool, int, float, str, torch.dtype, torch.device)
 
@@ -121,11 +125,11 @@ def wrapper_source(schedule: Schedule, launch: Launch, dynamic: bool = False,
             lines.append(f"    {w.names[p]} = channels_last_copy({w.names[p]})")
     symbolic = not all(_static(node) for node in schedule.graph.nodes if node.meta is not None)
     views = {} if dynamic or symbolic else direct_views(schedule)  # sizes known only at call time: torch's ops
-    gathered = _gathered_vjps(schedule.steps)
-    later = {node for nodes in gathered.values() for node in nodes[1:]}  # computed with the first
+    gathered = {**_gathered_vjps(schedule.steps), **_gathered_convolution_grads(schedule.steps)}
+    later = {node for first, nodes in gathered.items() for node in nodes if node is not first}  # with the first
     blocks = [_kernel_lines(step, w, launch, dynamic) if isinstance(step, Kernel)
               else _view_lines(step.node, views[step.node], w) if step.node in views
-              else _gathered_vjp_lines(gathered[step.node], w) if step.node in gathered
+              else _gathered_lines(gathered[step.node], w) if step.node in gathered
               else [] if step.node in later
               else _call_lines(step, w)
               for step in _without_unread_views(schedule, views)]
@@ -161,13 +165,45 @@ def _gathered_vjps(steps: list[Step]) -> dict[Node, list[Node]]:
     return {nodes[0]: nodes for nodes in groups.values() if len(nodes) > 1}
 
 
-def _gathered_vjp_lines(nodes: list[Node], w: _Writer) -> list[str]:
-    """a, b = torch_call_vjps(fn, (0, 1), grad, *args): one recomputation and one backward."""
-    fn, _, *rest = nodes[0].args
-    names = [w.names[n] for n in nodes]
-    call = f"torch_call_vjps({w.bind(fn)}, {w.format(tuple(n.args[1] for n in nodes))}, " \
-           f"{w.call_args(tuple(rest), nodes[0].kwargs)})"
-    lines = [f"    # {provenance_comment(n)}" for n in nodes] + [f"    {', '.join(names)} = {call}"]
+def _gathered_convolution_grads(steps: list[Step]) -> dict[Node, list[Node]]:
+    """A convolution's input gradient and weight gradient (torch.nn.grad's `conv2d_input` and
+    `conv2d_weight` of one output gradient), by the first of the two: the wrapper gets both from
+    one call where everything the two read is computed before the first (the convolution's input
+    is saved by the forward for that, autograd/partition.py)."""
+    computed_at = {node: i for i, step in enumerate(steps) for node in _step_nodes(step)}
+    pairs: dict[tuple, dict[str, Node]] = {}
+    for node in (step.node for step in steps if isinstance(step, ExternCall)):
+        if node.op != "torch_call" or node.args[0] not in CONVOLUTION_GRADIENT:
+            continue
+        convolution, role = CONVOLUTION_GRADIENT[node.args[0]]
+        _, first, second, grad, *settings = node.args
+        # the same convolution: its input's and weight's sizes, output gradient and settings
+        sizes = (first, second.meta.shape) if role == "input" else (first.meta.shape, second)
+        pairs.setdefault((convolution, id(grad), sizes, *settings), {})[role] = node
+    gathered = {}
+    for pair in pairs.values():
+        nodes = sorted(pair.values(), key=computed_at.__getitem__)
+        if len(nodes) == 2 and all(computed_at.get(i, -1) < computed_at[nodes[0]] for n in nodes for i in n.inputs()):
+            gathered[nodes[0]] = [pair["input"], pair["weight"]]
+    return gathered
+
+
+def _step_nodes(step: Step) -> list[Node]:
+    return [b.node for b in step.outputs] if isinstance(step, Kernel) else [step.node]
+
+
+def _gathered_lines(nodes: list[Node], w: _Writer) -> list[str]:
+    """One call for several nodes, unpacked into their names, each laid out as its meta says:
+    `a, b = torch_call_vjps(fn, (0, 1), grad, *args)` (one recomputation and one backward for a
+    call's gradients), `grad_x, grad_w = convolution_grads(grad, x, w, *settings)`."""
+    if nodes[0].op == "torch_call_vjp":
+        fn, _, *rest = nodes[0].args
+        call = f"torch_call_vjps({w.bind(fn)}, {w.format(tuple(n.args[1] for n in nodes))}, " \
+               f"{w.call_args(tuple(rest), nodes[0].kwargs)})"
+    else:
+        (_, _, weight, grad, *settings), (_, input, *_) = nodes[0].args, nodes[1].args
+        call = f"convolution_grads({w.call_args((grad, input, weight, *settings), {})})"
+    lines = [f"    # {provenance_comment(n)}" for n in nodes] + [f"    {', '.join(w.names[n] for n in nodes)} = {call}"]
     return lines + [f"    {w.names[n]} = {w.names[n]}.contiguous({_layout(n)})" for n in nodes]
 
 
