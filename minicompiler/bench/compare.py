@@ -88,6 +88,7 @@ def bench_inference(built: Built, chosen: dict[str, Compiler], repeats: int) -> 
     _reset_torch_compile()
     with torch.no_grad():
         expected = tensor_of(module(*inputs))
+        exact = _exact_output(module, inputs)
         for name, compiler in chosen.items():
             try:
                 compiled = compiler(module)
@@ -96,8 +97,16 @@ def bench_inference(built: Built, chosen: dict[str, Compiler], repeats: int) -> 
             except Exception as failure:  # noqa: BLE001 - a benchmark records failures, it does not stop
                 results[name] = {"error": _describe(failure)}
                 continue
-            results[name] = {"first_call_s": seconds, "rel_err": error, "correct": error <= TOLERANCE["inference"],
-                             **_report_facts(compiled)}
+            row = {"first_call_s": seconds, "rel_err": error}
+            correct = error <= TOLERANCE["inference"]
+            if exact is not None:
+                # cuDNN's convolutions round their operands to TF32 by default (torch's setting): on
+                # an H100 eager's own output is 3.5e-3 off the float64 one for timm's MobileNetV3, and
+                # a compiled one whose algorithms or layouts differ is off eager's by as much. It is
+                # right when it is as close to exact as eager's (2.7e-6 from eager with TF32 off).
+                row["rel_err_exact"] = relative_error(tensor_of(output), exact)
+                correct = correct or row["rel_err_exact"] <= 2 * relative_error(expected, exact)
+            results[name] = {**row, "correct": correct, **_report_facts(compiled)}
             runnable[name] = (lambda compiled=compiled: compiled(*inputs)), compiled
         for name, seconds in interleaved_seconds({n: r[0] for n, r in runnable.items()}, repeats).items():
             results[name]["s"] = seconds
@@ -170,6 +179,16 @@ def step_error(result: Gradients, reference: Gradients) -> float:
     pairs = [(g, e) for g, e in zip(result[1], reference[1], strict=True) if e is not None and g is not None]
     floor = 1e-3 * max((float(e.abs().max()) for _, e in pairs if e.numel()), default=0.0)
     return max([relative_error(result[0], reference[0])] + [relative_error(g, e, floor) for g, e in pairs])
+
+
+def _exact_output(module: nn.Module, inputs: tuple[Any, ...]) -> torch.Tensor | None:
+    """Eager's output in float64, what float32 outputs are measured against; None if the model
+    will not run in float64."""
+    wide = tuple(x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs)
+    try:
+        return tensor_of(copy.deepcopy(module).double()(*wide))
+    except Exception:  # noqa: BLE001 - then correctness is judged against eager float32 alone
+        return None
 
 
 def _exact_gradients(module: nn.Module, inputs: tuple[Any, ...]) -> Gradients | None:

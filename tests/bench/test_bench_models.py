@@ -55,6 +55,22 @@ def test_a_training_step_is_judged_against_the_float64_step() -> None:
     assert exact["wrong"] > 0.05 and not results["wrong"]["correct"]
 
 
+class _Cancels(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x + 1e6) - 1e6  # float32 keeps x to the nearest 1/16 only, float64 keeps it whole
+
+
+def test_an_output_is_judged_against_the_float64_output() -> None:
+    """As for a training step: an output as close to the float64 one as eager's is right, even where
+    it differs from eager's by more than the tolerance (on a GPU, cuDNN's TF32 convolutions make
+    eager's own output 3.5e-3 off for timm's MobileNetV3)."""
+    built = Built(_Cancels(), (torch.randn(64, 8),), {"batch": 64})
+    chosen = {"eager": lambda m: m, "precise": lambda m: (lambda x: m(x.double()).float()), "wrong": _Off}
+    results, _ = bench_inference(built, chosen, 1)
+    assert results["precise"]["rel_err"] > 2e-3 and results["precise"]["correct"], results["precise"]
+    assert not results["wrong"]["correct"], results["wrong"]
+
+
 def test_cli_writes_json_and_html_with_profile(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     main(["--quick", "--no-kernels", "--no-torch-compile", "--only", "MLP 1024", "--profile", "--repeats", "2",
