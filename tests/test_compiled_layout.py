@@ -19,31 +19,19 @@ import minicompiler
 COPIES = {"clone", "contiguous", "_to_copy"}  # (copy_ writes the new running statistics back)
 
 
-class DispatchedOps(TorchDispatchMode):
-    """The names of the aten ops run inside the block."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: list[str] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204 - torch's protocol
-        self.names.append(func.overloadpacket.__name__)
-        return func(*args, **(kwargs or {}))
-
-
 def conv_bn_relu(device: str) -> nn.Module:
     net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
                         nn.Conv2d(8, 4, 3, padding=1), nn.ReLU())
     return net.to(device=device, memory_format=torch.channels_last)
 
 
-def check_channels_last(device: str, training: bool) -> None:
+def check_channels_last(device: str, training: bool, dispatched_ops: type) -> None:
     net = conv_bn_relu(device).train(training)
     compiled = minicompiler.compile(net)
     x = torch.randn(2, 3, 9, 11, device=device).to(memory_format=torch.channels_last)
     with torch.no_grad():
         compiled(x)  # compiled (and, in training, running statistics updated once) outside the op count
-        with DispatchedOps() as ops:
+        with dispatched_ops() as ops:
             out = compiled(x)
         expected = net(x)  # in training, from batch statistics: the running ones do not matter
     torch.testing.assert_close(out, expected)
@@ -56,8 +44,8 @@ def check_channels_last(device: str, training: bool) -> None:
 
 
 @pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
-def test_channels_last_kept_on_cpu(training: bool) -> None:
-    check_channels_last("cpu", training)
+def test_channels_last_kept_on_cpu(training: bool, dispatched_ops: type) -> None:
+    check_channels_last("cpu", training, dispatched_ops)
 
 
 def test_channels_last_gradients_equal_eager() -> None:
@@ -89,8 +77,8 @@ def test_row_major_stays_row_major() -> None:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
-def test_channels_last_kept_on_cuda(training: bool) -> None:
-    check_channels_last("cuda", training)
+def test_channels_last_kept_on_cuda(training: bool, dispatched_ops: type) -> None:
+    check_channels_last("cuda", training, dispatched_ops)
 
 
 # -- the layout optimization: convolutions made channels-last (on CUDA by default) ---------------

@@ -12,19 +12,8 @@ import copy
 import pytest
 import torch
 import torch.nn as nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import minicompiler
-
-
-class CountOps(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: list[str] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204 - torch's protocol
-        self.names.append(func.overloadpacket.__name__)
-        return func(*args, **(kwargs or {}))
 
 
 def conv_bn_relu_net(dims: int) -> nn.Module:
@@ -35,7 +24,7 @@ def conv_bn_relu_net(dims: int) -> nn.Module:
 
 @pytest.mark.parametrize("dims", [1, 2])
 @pytest.mark.parametrize("input_needs_grad", [False, True])
-def test_one_backward_call_per_convolution(dims: int, input_needs_grad: bool) -> None:
+def test_one_backward_call_per_convolution(dims: int, input_needs_grad: bool, dispatched_ops: type) -> None:
     torch.manual_seed(0)
     net = conv_bn_relu_net(dims)
     eager = copy.deepcopy(net)
@@ -45,7 +34,7 @@ def test_one_backward_call_per_convolution(dims: int, input_needs_grad: bool) ->
     out, expected = compiled(x), eager(x_eager)
     torch.testing.assert_close(out, expected)
     grad = torch.randn_like(out)
-    with CountOps() as ops:
+    with dispatched_ops() as ops:
         out.backward(grad)
     expected.backward(grad)
     for (name, got), want in zip(net.named_parameters(), eager.parameters(), strict=True):
