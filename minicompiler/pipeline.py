@@ -256,7 +256,7 @@ class CompiledGraph:
             report.fallback = f"{self.backend} codegen failed: {error}"
             return None
         record.text, record.language = module.source, "python"
-        record.notes += [module.memory] if module.memory else []
+        record.notes += module.notes
         report.kernels += describe_kernels(schedule, module)
         self.artifacts["fuse" + stage_suffix] = schedule
         self.artifacts["codegen" + stage_suffix] = module

@@ -36,7 +36,7 @@ class CompiledModule:
     module_source: str  # the whole C++ file or Triton module the kernels were built from
     line_origins: dict[tuple[str, int], list[SourceLoc]]  # (kernel, line number) -> user lines
     schedule: Schedule
-    memory: str  # what the wrapper allocates, and how much of it reuses dead buffers' memory
+    notes: list[str]  # for the report: how many buffers reuse dead ones' memory, which calls are gathered
     _call: Callable[[list[torch.Tensor]], Any] = field(repr=False)
 
     def __call__(self, inputs: list[torch.Tensor]) -> Any:
@@ -79,7 +79,7 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
         module = loader.load_python_module(module_text) if kernels else None
         launchers = {k.name: _launcher(getattr(module, k.name)) for k in kernels}
         launch = functools.partial(triton.call_source, dynamic=dynamic, configs=launch_configs)
-    wrapper_text, constants, memory = wrapper_source(schedule, launch, dynamic, consume_inputs)
+    wrapper_text, constants, notes = wrapper_source(schedule, launch, dynamic, consume_inputs)
     namespace = {"torch": torch, "ops": OPS_NAMESPACE, **launchers, **constants,
                  "channels_last_copy": channels_last_copy, "reinterpret_tensor": reinterpret_tensor,  # layout.py
                  "torch_call_vjps": torch_call_vjps, "convolution_grads": convolution_grads}
@@ -90,7 +90,7 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
         module_source=module_text,
         line_origins=_line_origins(writers),
         schedule=schedule,
-        memory=memory.summary(),
+        notes=notes,
         _call=_compile_wrapper(wrapper_text, namespace),
     )
 

@@ -31,7 +31,7 @@ import torch
 from minicompiler.autograd.shape_rules import CONV_GRADIENTS
 from minicompiler.codegen.body import input_params, output_params
 from minicompiler.codegen.common import CodegenError, provenance_comment
-from minicompiler.codegen.memory_plan import MemoryPlan, names_in, plan_memory
+from minicompiler.codegen.memory_plan import names_in, plan_memory
 from minicompiler.codegen.sizes import KernelSizes
 from minicompiler.fuse.schedule import Alias, ExternCall, Kernel, Schedule, Step
 from minicompiler.ir.graph import Node
@@ -106,9 +106,9 @@ Launch = Callable[[Kernel, list[str], list[str]], str]  # (kernel, buffers, size
 
 
 def wrapper_source(schedule: Schedule, launch: Launch, dynamic: bool = False,
-                   consume_inputs: bool = False) -> tuple[str, dict[str, Any], MemoryPlan]:
-    """The wrapper's text, the constants its namespace must bind, and its memory plan (what it
-    allocates and reuses, codegen/memory_plan.py). `launch(kernel, buffers,
+                   consume_inputs: bool = False) -> tuple[str, dict[str, Any], list[str]]:
+    """The wrapper's text, the constants its namespace must bind, and notes for the report (what
+    the memory plan reuses, codegen/memory_plan.py; which calls it gathers). `launch(kernel, buffers,
     sizes)` is the backend's line that runs a kernel on the named buffers and runtime sizes.
     `dynamic`: kernels take their sizes as arguments, read from the tensors at call time.
     `consume_inputs`: after unpacking, the input list is emptied (`inputs.clear()`), so an input
@@ -144,7 +144,7 @@ def wrapper_source(schedule: Schedule, launch: Launch, dynamic: bool = False,
     plan = plan_memory(blocks, set(w.names.values()), kept, fresh, pinned)
     lines += plan.lines
     lines.append(f"    return {w.format(schedule.graph.outputs)}")
-    return "\n".join(lines) + "\n", w.constants, plan
+    return "\n".join(lines) + "\n", w.constants, [note for note in (plan.summary(), _gathered_note(gathered)) if note]
 
 
 def _new_memory(node: Node) -> bool:
@@ -187,6 +187,17 @@ def _gathered_convolution_grads(steps: list[Step]) -> dict[Node, list[Node]]:
         if len(nodes) == 2 and all(computed_at.get(i, -1) < computed_at[nodes[0]] for n in nodes for i in n.inputs()):
             gathered[nodes[0]] = [pair["input"], pair["weight"]]
     return gathered
+
+
+def _gathered_note(gathered: dict[Node, list[Node]]) -> str:
+    """The report's note on the calls gathered into one ("" when none)."""
+    convolutions = sum(first.op == "torch_call" for first in gathered)
+    calls = len(gathered) - convolutions
+    parts = ([f"convolution_grads for {convolutions} convolution{'s' * (convolutions != 1)} (both gradients "
+              "from one call)"] * bool(convolutions)
+             + [f"torch_call_vjps for {calls} call{'s' * (calls != 1)} (all its gradients from one backward)"]
+             * bool(calls))
+    return "gathered: " + "; ".join(parts) if parts else ""
 
 
 def _step_nodes(step: Step) -> list[Node]:

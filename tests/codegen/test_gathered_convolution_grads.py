@@ -45,6 +45,8 @@ def test_one_backward_call_per_convolution(dims: int, input_needs_grad: bool, di
     backward = next(s.text for g in compiled.report.graphs for s in g.stages if s.name == "codegen (backward)")
     # the first convolution's input gradient is wanted only if x needs one
     assert backward.count("= convolution_grads(") == 2 + input_needs_grad, backward
+    notes = next(s.notes for g in compiled.report.graphs for s in g.stages if s.name == "codegen (backward)")
+    assert f"gathered: convolution_grads for {2 + input_needs_grad} convolutions" in " ".join(notes), notes
 
 
 def test_the_forward_saves_what_the_weight_gradients_read() -> None:

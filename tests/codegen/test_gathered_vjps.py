@@ -34,6 +34,8 @@ def test_one_recomputation_and_one_backward_for_all_inputs(dispatched_ops: type)
     assert len([n for n in attention_ops if "backward" in n]) == 1, attention_ops  # differentiated once
     backward = next(s.text for g in compiled.report.graphs for s in g.stages if s.name == "codegen (backward)")
     assert backward.count("torch_call_vjps(") == 1 and "(0, 1, 2)" in backward
+    notes = next(s.notes for g in compiled.report.graphs for s in g.stages if s.name == "codegen (backward)")
+    assert "gathered: torch_call_vjps for 1 call (all its gradients" in " ".join(notes), notes
 
 
 def test_a_single_gradient_keeps_its_own_call() -> None:
