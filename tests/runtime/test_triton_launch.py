@@ -1,6 +1,7 @@
 """FastLauncher on a real GPU: launching compiled kernels directly gives Triton's results, for
 aligned and misaligned pointers and for shape-generic kernels. (CI has no GPU: these run on the
-lent H100, without TRITON_INTERPRET; benchmarks/device_run.sh runs them.)"""
+lent H100, without TRITON_INTERPRET, or under `-p tests.triton_on_gpu`; benchmarks/device_run.sh runs
+them.)"""
 
 import os
 
@@ -11,10 +12,13 @@ from minicompiler.codegen import generate
 from minicompiler.fuse import fuse
 from minicompiler.ir import Graph, TensorMeta
 
-pytestmark = pytest.mark.skipif(
-    not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1",
-    reason="needs a CUDA GPU and compiled (not interpreted) Triton",
-)
+
+@pytest.fixture(autouse=True)
+def compiled_triton_on_a_gpu() -> None:
+    # asked when each test runs, not at collection: the GPU plugin (tests/triton_on_gpu.py) sets
+    # TRITON_INTERPRET=1 while it collects and turns it off before the tests run
+    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("needs a CUDA GPU and compiled (not interpreted) Triton")
 
 
 def module_for(shape, dynamic=False):
