@@ -13,14 +13,15 @@ import torch
 
 from minicompiler.autograd.shape_rules import convolution_grads
 from minicompiler.codegen import cpp, triton
+from minicompiler.codegen.body import input_params, output_params
 from minicompiler.codegen.common import CodegenError, CodeWriter
 from minicompiler.codegen.wrapper import Launch, wrapper_source
-from minicompiler.fuse.schedule import Schedule
+from minicompiler.fuse.schedule import Kernel, Schedule
 from minicompiler.ir.graph import SourceLoc
 from minicompiler.ir.ops import torch_call_vjps
 from minicompiler.ir.printer import OPS_NAMESPACE
 from minicompiler.layout import channels_last_copy, reinterpret_tensor
-from minicompiler.runtime import loader
+from minicompiler.runtime import loader, parallel_compile
 from minicompiler.runtime.triton_launch import FastLauncher
 
 Backend = Literal["cpp", "triton"]
@@ -80,6 +81,8 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
         launchers = {k.name: _launcher(getattr(module, k.name)) for k in kernels}
         launch = functools.partial(triton.call_source, dynamic=dynamic, configs=launch_configs)
     wrapper_text, constants, notes = wrapper_source(schedule, launch, dynamic, consume_inputs)
+    if backend == "triton" and kernels and not dynamic and not _interpreting():
+        notes += _precompiled(module, kernels, launch_configs)
     namespace = {"torch": torch, "ops": OPS_NAMESPACE, **launchers, **constants,
                  "channels_last_copy": channels_last_copy, "reinterpret_tensor": reinterpret_tensor,  # layout.py
                  "torch_call_vjps": torch_call_vjps, "convolution_grads": convolution_grads}
@@ -111,6 +114,20 @@ def _compile_wrapper(text: str, namespace: dict[str, Any]) -> Callable[[list[tor
     linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
     exec(compile(text, filename, "exec"), namespace)
     return namespace["call"]
+
+
+def _precompiled(module: Any, kernels: list[Kernel], configs: dict[str, dict[str, int]] | None) -> list[str]:
+    """Compile the kernels in worker processes now, not one by one at their first launch
+    (runtime/parallel_compile.py); the report's note, if that was done."""
+    launches = []
+    for kernel in kernels:
+        dtype_of = {param: node.meta.dtype for param, node in input_params(kernel) + output_params(kernel)}
+        jit_function = getattr(module, kernel.name)
+        tensors = [name for name in jit_function.arg_names if name in dtype_of]
+        config = triton.chosen_config(kernel, configs=configs)
+        launches.append((jit_function, [dtype_of[name] for name in tensors], config))
+    note = parallel_compile.precompile(module, launches)
+    return [note] if note else []
 
 
 def _launcher(kernel: Any) -> Any:

@@ -351,12 +351,18 @@ def kernel_source(kernel: Kernel, dynamic: bool = False) -> CodeWriter:
     return w
 
 
+def chosen_config(kernel: Kernel, dynamic: bool = False,
+                  configs: dict[str, dict[str, int]] | None = None) -> dict[str, int]:
+    """The launch config the wrapper passes: autotuning's choice (`configs`), else `launch_config`."""
+    return (configs or {}).get(kernel.name) or launch_config(kernel, dynamic)
+
+
 def call_source(kernel: Kernel, buffers: list[str], sizes: list[str], dynamic: bool = False,
                 configs: dict[str, dict[str, int]] | None = None) -> str:
     """The wrapper line that launches the kernel: its grid is a number, or, for a dynamic kernel,
     computed from the size variables the wrapper bound (size0, ...). `configs` (kernel name ->
     launch config, from autotuning) overrides `launch_config`."""
-    config = (configs or {}).get(kernel.name) or launch_config(kernel, dynamic)
+    config = chosen_config(kernel, dynamic, configs)
     block = config["BLOCK"] if kernel.kind == "pointwise" else config["XBLOCK"]
     rows = KernelSizes(kernel, dynamic).rows
     grid = f"({rows} + {block - 1}) // {block}" if dynamic else str(-(-rows // block))
