@@ -41,6 +41,7 @@ from minicompiler.ir.symbolic import size_code
 from minicompiler.ir.transform import copy_graph
 from minicompiler.layout import assign_layouts, follow_saved_layouts, too_few_convolutions, worth_channels_last
 from minicompiler.replace import PASSES as REPLACE_PASSES
+from minicompiler.replace.addmm_relu import addmm_relu, relus_of_addmm
 from minicompiler.replace.max_pool_values import max_pool_values, picks_at_argmax
 from minicompiler.report import CompileReport, GraphReport, StageRecord
 from minicompiler.reporting import describe_fusion, describe_kernels, describe_schedule, node_lines
@@ -157,8 +158,8 @@ class CompiledGraph:
         if self.backend == "eager":
             return run_with_torch(self.graph)
         graph = self.artifacts["simplify"]
-        if picks_at_argmax(graph):  # lowering makes them maxima in place; the training program must
-            graph = copy_graph(graph)  # differentiate the picks (torch's gradient): it gets the original
+        if picks_at_argmax(graph) or relus_of_addmm(graph):  # lowering may rewrite these in place; the
+            graph = copy_graph(graph)  # training program differentiates the original (torch's gradients)
         module = self._lower(graph, stage_suffix="", written_back=self._in_place_candidates(graph))
         return (self._launcher(module, lend_last=len(self.written_back)) if module is not None
                 else run_with_torch(self.graph))
@@ -220,15 +221,19 @@ class CompiledGraph:
         `keep_last`: the last outputs are saved tensors (any layout will do)."""
         report = self.report
         start = time.perf_counter()
-        if notes := max_pool_values(graph):  # gradients are worked out: a pick at the argmax is a max
-            report.stages.append(StageRecord("max pool values" + stage_suffix, time.perf_counter() - start,
-                                             "\n".join(notes), language="text"))
-            start = time.perf_counter()
+        on_cuda = any(p.meta is not None and p.meta.device.type == "cuda" for p in graph.inputs)
+        # gradients are worked out: a pick at the argmax is a max, and on a GPU a ReLU may join its
+        # matmul (cuBLASLt's epilogue; on the CPU torch would run the same two passes)
+        in_place = [("max pool values", max_pool_values)] + ([("addmm relu", addmm_relu)] if on_cuda else [])
+        for name, rewrite_in_place in in_place:
+            if notes := rewrite_in_place(graph):
+                report.stages.append(StageRecord(name + stage_suffix, time.perf_counter() - start,
+                                                 "\n".join(notes), language="text"))
+                start = time.perf_counter()
         if self.backend == "triton" and (notes := split_reductions(graph)):  # few long rows: a GPU wants more
             report.stages.append(StageRecord("split reductions" + stage_suffix, time.perf_counter() - start,
                                              "\n".join(notes), language="text"))
             start = time.perf_counter()
-        on_cuda = any(p.meta is not None and p.meta.device.type == "cuda" for p in graph.inputs)
         automatic = on_cuda and self.channels_last is None  # on by default on CUDA, where it pays
         convolutions_channels_last = worth_channels_last(graph) if automatic else bool(self.channels_last)
         # channels-last kept where torch keeps it (and, optimizing, for convolutions); a step only if any

@@ -39,8 +39,13 @@ class CompiledModule:
     schedule: Schedule
     notes: list[str]  # for the report: how many buffers reuse dead ones' memory, which calls are gathered
     _call: Callable[[list[torch.Tensor]], Any] = field(repr=False)
+    # Triton kernels compiling in worker processes, waited for at the first call
+    _compiling: parallel_compile.Compiling | None = field(default=None, repr=False)
 
     def __call__(self, inputs: list[torch.Tensor]) -> Any:
+        if self._compiling is not None:
+            self._compiling, compiling = None, self._compiling
+            compiling.wait()  # a kernel that failed there compiles at its launch, and raises its error
         return self._call(inputs)
 
     @property
@@ -81,8 +86,10 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
         launchers = {k.name: _launcher(getattr(module, k.name)) for k in kernels}
         launch = functools.partial(triton.call_source, dynamic=dynamic, configs=launch_configs)
     wrapper_text, constants, notes = wrapper_source(schedule, launch, dynamic, consume_inputs)
+    compiling = None
     if backend == "triton" and kernels and not dynamic and not _interpreting():
-        notes += _precompiled(module, kernels, launch_configs)
+        if compiling := _compile_in_workers(module, kernels, launch_configs):
+            notes.append(compiling.note)
     namespace = {"torch": torch, "ops": OPS_NAMESPACE, **launchers, **constants,
                  "channels_last_copy": channels_last_copy, "reinterpret_tensor": reinterpret_tensor,  # layout.py
                  "torch_call_vjps": torch_call_vjps, "convolution_grads": convolution_grads}
@@ -95,6 +102,7 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
         schedule=schedule,
         notes=notes,
         _call=_compile_wrapper(wrapper_text, namespace),
+        _compiling=compiling,
     )
 
 
@@ -116,9 +124,10 @@ def _compile_wrapper(text: str, namespace: dict[str, Any]) -> Callable[[list[tor
     return namespace["call"]
 
 
-def _precompiled(module: Any, kernels: list[Kernel], configs: dict[str, dict[str, int]] | None) -> list[str]:
-    """Compile the kernels in worker processes now, not one by one at their first launch
-    (runtime/parallel_compile.py); the report's note, if that was done."""
+def _compile_in_workers(module: Any, kernels: list[Kernel],
+                        configs: dict[str, dict[str, int]] | None) -> parallel_compile.Compiling | None:
+    """Start compiling the kernels in worker processes, not one by one at their first launch
+    (runtime/parallel_compile.py); None if that is not done."""
     launches = []
     for kernel in kernels:
         dtype_of = {param: node.meta.dtype for param, node in input_params(kernel) + output_params(kernel)}
@@ -126,8 +135,7 @@ def _precompiled(module: Any, kernels: list[Kernel], configs: dict[str, dict[str
         tensors = [name for name in jit_function.arg_names if name in dtype_of]
         config = triton.chosen_config(kernel, configs=configs)
         launches.append((jit_function, [dtype_of[name] for name in tensors], config))
-    note = parallel_compile.precompile(module, launches)
-    return [note] if note else []
+    return parallel_compile.precompile(module, launches)
 
 
 def _launcher(kernel: Any) -> Any:

@@ -46,7 +46,8 @@ from minicompiler.replace.conv_bn import folded_bias, folded_weight
 CONTIGUOUS_EXTERNS = frozenset({"matmul", "addmm", "bmm", "reshape"})
 # torch functions a graph calls that always answer a new tensor (not a view of an argument)
 NEW_MEMORY_CALLS = frozenset({torch.conv1d, torch.conv2d, torch.conv3d, torch.conv_transpose1d, torch.conv_transpose2d,
-                              torch.conv_transpose3d, torch.nn.grad.conv2d_input, torch.nn.grad.conv2d_weight})
+                              torch.conv_transpose3d, torch.nn.grad.conv2d_input, torch.nn.grad.conv2d_weight,
+                              torch._addmm_activation})
 # torch.nn.grad's gradient function -> (its convolution's, which gradient it computes)
 CONVOLUTION_GRADIENT = {fn: (convolution, role) for convolution, grads in CONV_GRADIENTS.items()
                         for fn, role in zip(grads, ("input", "weight"), strict=True)}
