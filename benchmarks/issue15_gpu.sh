@@ -1,26 +1,20 @@
 #!/usr/bin/env bash
-# Issue 15 on the H100, in one call of at most ~9 minutes; everything lands in $OUT:
-#   bash benchmarks/issue15_gpu.sh            (OUT=... set by the device tool; else ./issue15_out)
+# Issue 15 on the H100, in three calls of at most ~9 minutes each; everything lands in $OUT:
+#   bash benchmarks/issue15_gpu.sh core       device.txt (GPU, versions, the GPU tests of tests/runtime and the
+#                                             addmm epilogue); bench_cuda_core.* (MiniTransformer, ResNet-18 b16:
+#                                             eager, torch.compile and minicompiler in default and reduce-overhead,
+#                                             inference and training step, profile); training_cuda.* (seed 003's
+#                                             trainer, every compiler); numpy_fn.txt (seed 001, this machine's CPU)
+#   bash benchmarks/issue15_gpu.sh models     bench_cuda_models.* (MLP, masked MiniTransformer, ResNet-18 b1, seed
+#                                             003's CNN, BERT-base encoder; default; profile) and the timm and
+#                                             torchvision families' inference
+#   bash benchmarks/issue15_gpu.sh training   the timm and torchvision families' training steps
 #
-#   device.txt            GPU, driver, Python/torch/triton versions; tests/runtime (guards, CUDA graphs) on CUDA
-#   bench_cuda_core.*     MiniTransformer and ResNet-18 b16 (the reduce-overhead targets): eager, torch.compile
-#                         and minicompiler in default and reduce-overhead; inference and training step; profile
-#   bench_cuda_models.*   MLP, masked MiniTransformer, ResNet-18 b1, seed 003's CNN, BERT-base encoder:
-#                         default mode; inference and training step; profile
-#   bench_cuda_families.* timm families (ResNet-50, EfficientNet-B0, ConvNeXt-T, MobileNetV3, ViT-B/16), default
-#                         mode, inference (as many as fit: torch.compile takes ~20-60 s to compile each)
-#   bench_cuda_autotune.* minicompiler max-autotune on MiniTransformer (inference; torch.compile's max-autotune
-#                         takes minutes to compile, more than this call has left)
-#   training_cuda.*       seed 003's trainer (20 batches of 32), every compiler
-#   *.html                the plotly pages (python -m minicompiler.bench.chart X.json redraws one)
-#
-# The parts run in the order of the issue's targets. torch.compile's compile times do not let one
-# 9-minute call cover every model x mode x task: what a deadline cut off is listed as skipped in
-# its table, and `bash benchmarks/issue15_gpu.sh rest` measures the torchvision families and the
-# timm training steps in a second call.
-#
-# Each part has its own wall-clock limit (timeout) and deadline (no new model after it), and the
-# benchmark rewrites its JSON/HTML after every model, so a part cut short keeps what it measured.
+# Each bench_cuda_X has .txt (the table), .json (device, versions, sizes, every row), .html (the plotly
+# chart: python -m minicompiler.bench.chart X.json redraws it) and .log. Every first call is timed with
+# empty kernel caches (minicompiler's, Triton's and Inductor's). torch.compile takes 15-60 s to compile
+# each family model, so each part has a wall-clock limit (timeout) and a deadline (no new model after
+# it); the benchmark rewrites its JSON after every model, and a part cut short keeps what it measured.
 set -uo pipefail
 out=${OUT:-issue15_out}
 mkdir -p "$out"
@@ -28,51 +22,44 @@ export PYTHONPATH=$PWD
 export MINICOMPILER_PROGRESS=0  # no bars in the logs
 start=$(date +%s)
 part() { echo "== $1 ($(( $(date +%s) - start )) s since start)"; }
+bench() {  # bench TAG TIMEOUT DEADLINE ARGS...: one part's table, JSON, chart and log
+  local tag=$1 limit=$2 deadline=$3; shift 3
+  timeout "$limit" python -m minicompiler.bench --device cuda --no-kernels --deadline-s "$deadline" "$@" \
+      --json "$out/bench_cuda_$tag.json" > "$out/bench_cuda_$tag.txt" 2> "$out/bench_cuda_$tag.log"
+}
 
-if [ "${1:-}" = rest ]; then
-  part "torchvision families + timm training (default)"
-  timeout 300 python -m minicompiler.bench --device cuda --no-kernels --modes default --only torchvision \
-      --repeats 5 --deadline-s 220 --json "$out/bench_cuda_torchvision.json" \
-      > "$out/bench_cuda_torchvision.txt" 2> "$out/bench_cuda_torchvision.log"
-  timeout 200 python -m minicompiler.bench --device cuda --no-kernels --modes default --tasks training --only timm \
-      --repeats 5 --deadline-s 140 --json "$out/bench_cuda_timm_training.json" \
-      > "$out/bench_cuda_timm_training.txt" 2> "$out/bench_cuda_timm_training.log"
-  exit 0
-fi
-
-part device
-{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  python -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)"
-  date -u +%Y-%m-%dT%H:%MZ
-  timeout 30 python -m pytest -q -p no:cacheprovider tests/runtime/test_guard_code.py tests/runtime/test_cuda_graphs.py \
-      2>&1 | tail -3
-} 2>&1 | tee "$out/device.txt"
-
-part "core: MiniTransformer, ResNet-18 b16 (default, reduce-overhead; inference + training; profile)"
-timeout 190 python -m minicompiler.bench --device cuda --no-kernels --modes default,reduce-overhead \
-    --only "MiniTransformer (seed 003)$" --only "ResNet-18 b16$" --profile --repeats 10 --deadline-s 140 \
-    --json "$out/bench_cuda_core.json" > "$out/bench_cuda_core.txt" 2> "$out/bench_cuda_core.log"
-
-part "models: MLP, masked MiniTransformer, ResNet-18 b1, seed 003 CNN, BERT-base (default; profile)"
-timeout 160 python -m minicompiler.bench --device cuda --no-kernels --modes default \
-    --only "MLP 1024" --only "masked" --only "ResNet-18 b1$" --only "seed 003 CNN" --only "BERT" \
-    --profile --repeats 10 --deadline-s 110 --json "$out/bench_cuda_models.json" \
-    > "$out/bench_cuda_models.txt" 2> "$out/bench_cuda_models.log"
-
-part "timm families (default; inference)"
-timeout 75 python -m minicompiler.bench --device cuda --no-kernels --modes default --tasks inference --only timm \
-    --repeats 5 --deadline-s 45 --json "$out/bench_cuda_families.json" \
-    > "$out/bench_cuda_families.txt" 2> "$out/bench_cuda_families.log"
-
-part "seed 003 trainer"
-timeout 40 python -m minicompiler.bench.training --device cuda --epochs 4 --json "$out/training_cuda.json" \
-    > "$out/training_cuda.txt" 2>&1
-
-part "max-autotune (MiniTransformer; inference)"
-timeout 30 python -m minicompiler.bench --device cuda --no-kernels --modes max-autotune --tasks inference \
-    --no-torch-compile \
-    --only "MiniTransformer (seed 003)$" --repeats 5 --json "$out/bench_cuda_autotune.json" \
-    > "$out/bench_cuda_autotune.txt" 2> "$out/bench_cuda_autotune.log"
-
+case "${1:-core}" in
+core)
+  part device
+  { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    python -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)"
+    date -u +%Y-%m-%dT%H:%MZ
+    timeout 120 python -m pytest -q -p no:cacheprovider tests/runtime tests/replace/test_addmm_relu.py 2>&1 | tail -3
+  } 2>&1 | tee "$out/device.txt"
+  part "core: MiniTransformer, ResNet-18 b16 (default, reduce-overhead; inference + training; profile)"
+  bench core 240 190 --modes default,reduce-overhead --only "MiniTransformer (seed 003)$" --only "ResNet-18 b16$" \
+      --profile --repeats 10
+  part "seed 003 trainer"
+  timeout 60 python -m minicompiler.bench.training --device cuda --epochs 4 --json "$out/training_cuda.json" \
+      > "$out/training_cuda.txt" 2>&1
+  part "seed 001 numpy_fn (on this machine's CPU)"
+  timeout 90 python benchmarks/numpy_fn.py > "$out/numpy_fn.txt" 2>&1
+  ;;
+models)
+  part "models: MLP, masked MiniTransformer, ResNet-18 b1, seed 003 CNN, BERT-base (default; profile)"
+  bench models 210 170 --modes default --only "MLP 1024" --only "masked" --only "ResNet-18 b1$" \
+      --only "seed 003 CNN" --only "BERT" --profile --repeats 10
+  part "timm families (inference)"
+  bench timm_inference 120 90 --modes default --tasks inference --only timm --repeats 5
+  part "torchvision families (inference)"
+  bench torchvision_inference 200 160 --modes default --tasks inference --only torchvision --repeats 5
+  ;;
+training)
+  part "timm families (training)"
+  bench timm_training 250 200 --modes default --tasks training --only timm --repeats 5
+  part "torchvision families (training)"
+  bench torchvision_training 280 230 --modes default --tasks training --only torchvision --repeats 5
+  ;;
+esac
 part done
 for f in "$out"/*.txt; do echo "---- $f"; grep -v "^  " "$f" | tail -30; done

@@ -56,6 +56,14 @@ def environment(device: str) -> dict[str, Any]:
     return info
 
 
+def cold_caches() -> None:
+    """Empty on-disk kernel caches for this process, so first calls include building every kernel
+    (both compilers; minicompiler's Triton kernels and their launchers live in Triton's own)."""
+    os.environ["MINICOMPILER_CACHE_DIR"] = tempfile.mkdtemp(prefix="minicompiler-bench-")
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="inductor-bench-"))
+    os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="triton-bench-"))
+
+
 def bench_workload(workload: Workload, device: str, repeats: int, vs_torch: bool) -> dict[str, Any]:
     import minicompiler
 
@@ -164,9 +172,7 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     repeats = opts.repeats or (5 if opts.quick else 20)
     modes = (opts.modes or ("default,reduce-overhead,max-autotune" if opts.device == "cuda" else "default")).split(",")
-    # Cold on-disk caches, so the first-call columns include building every kernel (both compilers)
-    os.environ["MINICOMPILER_CACHE_DIR"] = tempfile.mkdtemp(prefix="minicompiler-bench-")
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="inductor-bench-"))
+    cold_caches()
     vs_torch = not opts.no_torch_compile
     env = environment(opts.device)
     env.update(quick=opts.quick, modes=modes, repeats=repeats)
