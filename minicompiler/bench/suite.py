@@ -9,6 +9,7 @@ leaves everything it measured.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable
@@ -26,6 +27,9 @@ PROFILED = ("eager", "torch.compile default", "minicompiler default")  # the com
 def run_models(device: str, modes: list[str], tasks: list[str], only: list[str] | None, quick: bool, repeats: int,
                vs_torch: bool, profile: bool, deadline: float, on_row: Callable[[dict[str, Any]], None]) -> None:
     chosen = compilers(modes, vs_torch)
+    # Profiled once every row is timed: after a profiler session the CUDA calls of a first call
+    # (loading kernels, capturing graphs) ran slower, which the next model's first call measured
+    to_profile: list[tuple[dict[str, Any], str, dict]] = []
     for case in CASES:
         if only and not any(matches(case.name, pattern) for pattern in only):
             continue
@@ -33,7 +37,13 @@ def run_models(device: str, modes: list[str], tasks: list[str], only: list[str] 
             on_row({"model": case.name, "family": case.family, "skipped": "deadline reached before it started"})
             continue
         for task in tasks:
-            on_row(_run_case(case, task, device, quick, repeats, chosen, profile))
+            row, runnable = _run_case(case, task, device, quick, repeats, chosen)
+            on_row(row)
+            if profile and runnable:
+                to_profile.append((row, task, runnable))
+    for row, task, runnable in to_profile:
+        with torch.no_grad() if task == "inference" else contextlib.nullcontext():
+            row["profile"] = {n: profile_calls(*runnable[n]) for n in PROFILED if n in runnable}
 
 
 def matches(name: str, pattern: str) -> bool:
@@ -41,8 +51,9 @@ def matches(name: str, pattern: str) -> bool:
     return name == pattern[:-1] if pattern.endswith("$") else pattern in name
 
 
-def _run_case(case: ModelCase, task: str, device: str, quick: bool, repeats: int, chosen: dict,
-              profile: bool) -> dict[str, Any]:
+def _run_case(case: ModelCase, task: str, device: str, quick: bool, repeats: int,
+              chosen: dict) -> tuple[dict[str, Any], dict]:
+    """One (model, task) row, and each compiler's runnable call (for the profile)."""
     row: dict[str, Any] = {"model": case.name, "family": case.family, "task": task}
     print(f"  {case.name} ({task})...", file=sys.stderr, flush=True)
     torch.manual_seed(0)
@@ -51,17 +62,11 @@ def _run_case(case: ModelCase, task: str, device: str, quick: bool, repeats: int
     except Skip as reason:
         row["skipped"] = str(reason)
         print(f"  skipped {case.name}: {reason}", file=sys.stderr)
-        return row
+        return row, {}
     row["sizes"] = built.sizes
     bench = bench_inference if task == "inference" else bench_training
     row["results"], runnable = bench(built, chosen, repeats)
-    if profile:
-        if task == "inference":
-            with torch.no_grad():
-                row["profile"] = {n: profile_calls(*runnable[n]) for n in PROFILED if n in runnable}
-        else:
-            row["profile"] = {n: profile_calls(*runnable[n]) for n in PROFILED if n in runnable}
-    return row
+    return row, runnable
 
 
 def format_rows(rows: list[dict[str, Any]]) -> str:
