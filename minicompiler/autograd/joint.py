@@ -121,8 +121,11 @@ def _backpropagate(joint: Graph, node: Node, grads: _GradientSums, needs_grad: s
     rule = rule_for(node.op)
     if rule is None:  # no gradient flows through this op
         return
-    if any(isinstance(v, Node) for v in flatten(node.kwargs)):
-        raise NotDifferentiable(node.op, "a tensor passed by keyword (rules see positional ones only)")
+    # A tensor passed by keyword (an attention mask, say) is an input like any other, but the rules
+    # return gradients for positional arguments only: one that needs a gradient cannot have it
+    if any(isinstance(v, Node) and v in needs_grad for v in flatten(node.kwargs)):
+        raise NotDifferentiable(node.op, "a tensor that needs a gradient is passed by keyword "
+                                         "(rules give gradients to positional arguments only)")
     with joint.provenance(node.source), _tag_new_nodes(joint, node):
         input_grads = rule(grads.ops, grads.of[node], node, *node.args, **node.kwargs)
         for arg, grad in _pair_up(node.args, input_grads):

@@ -164,3 +164,29 @@ def test_make_trainable_with_explicit_runners() -> None:
     run([x]).sum().backward()
     assert calls == ["forward", "backward"]
     torch.testing.assert_close(x.grad, torch.zeros_like(x))  # softmax rows sum to 1: a constant
+
+
+def test_a_tensor_passed_by_keyword_is_compiled_unless_it_needs_a_gradient() -> None:
+    # Hugging Face's BERT passes its attention mask by keyword: `sdpa(q, k, v, attn_mask=mask)`
+    import torch.nn.functional as F
+
+    import minicompiler
+
+    def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return F.scaled_dot_product_attention(q * 2, k, v, attn_mask=mask).sin()
+
+    q, k, v = (torch.randn(2, 4, 16, 8, requires_grad=True) for _ in range(3))
+    for mask_needs_grad in (False, True):
+        mask = torch.randn(2, 1, 16, 16, requires_grad=mask_needs_grad)
+        wanted = (q, k, v, mask) if mask_needs_grad else (q, k, v)
+        compiled = minicompiler.compile(attention)
+        out = compiled(q, k, v, mask)
+        grad = torch.randn_like(out)
+        expected = attention(q, k, v, mask)
+        torch.testing.assert_close(out, expected)
+        for got, want in zip(torch.autograd.grad(out, wanted, grad), torch.autograd.grad(expected, wanted, grad),
+                             strict=True):
+            torch.testing.assert_close(got, want)
+        [graph] = compiled.report.graphs
+        # a mask that needs a gradient is one the rules cannot give: that graph trains with torch ops
+        assert (graph.fallback is not None) == mask_needs_grad, graph.fallback
