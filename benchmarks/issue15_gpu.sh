@@ -56,9 +56,9 @@ models)
   ;;
 training)
   part "timm families (training)"
-  bench timm_training 250 200 --modes default --tasks training --only timm --repeats 5
+  bench timm_training 210 170 --modes default --tasks training --only timm --repeats 5
   part "torchvision families (training)"
-  bench torchvision_training 280 230 --modes default --tasks training --only torchvision --repeats 5
+  bench torchvision_training 210 170 --modes default --tasks training --only torchvision --repeats 5
   ;;
 esac
 part done

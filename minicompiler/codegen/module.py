@@ -88,8 +88,8 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
     wrapper_text, constants, notes = wrapper_source(schedule, launch, dynamic, consume_inputs)
     compiling = None
     if backend == "triton" and kernels and not dynamic and not _interpreting():
-        if compiling := _compile_in_workers(module, kernels, launch_configs):
-            notes.append(compiling.note)
+        compiling, note = _compile_in_workers(module, kernels, launch_configs)
+        notes += [note] if note else []
     namespace = {"torch": torch, "ops": OPS_NAMESPACE, **launchers, **constants,
                  "channels_last_copy": channels_last_copy, "reinterpret_tensor": reinterpret_tensor,  # layout.py
                  "torch_call_vjps": torch_call_vjps, "convolution_grads": convolution_grads}
@@ -124,10 +124,10 @@ def _compile_wrapper(text: str, namespace: dict[str, Any]) -> Callable[[list[tor
     return namespace["call"]
 
 
-def _compile_in_workers(module: Any, kernels: list[Kernel],
-                        configs: dict[str, dict[str, int]] | None) -> parallel_compile.Compiling | None:
+def _compile_in_workers(module: Any, kernels: list[Kernel], configs: dict[str, dict[str, int]] | None
+                        ) -> tuple[parallel_compile.Compiling | None, str | None]:
     """Start compiling the kernels in worker processes, not one by one at their first launch
-    (runtime/parallel_compile.py); None if that is not done."""
+    (runtime/parallel_compile.py): the workers (None if that is not done) and the report's note."""
     launches = []
     for kernel in kernels:
         dtype_of = {param: node.meta.dtype for param, node in input_params(kernel) + output_params(kernel)}

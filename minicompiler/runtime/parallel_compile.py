@@ -70,25 +70,33 @@ class Compiling:
         return f"precompiled: {self.requests} Triton kernels in {self.workers} worker processes"
 
 
-def precompile(module: ModuleType, launches: list[tuple[Any, list[torch.dtype], dict[str, int]]]) -> Compiling | None:
+def precompile(module: ModuleType,
+               launches: list[tuple[Any, list[torch.dtype], dict[str, int]]]) -> tuple[Compiling | None, str | None]:
     """Start compiling the kernels of `module` that `launches` (jit function, its tensors' dtypes,
-    its launch config) will need and this process has not compiled; None when there is nothing
-    for workers to do (one kernel or none to compile, or no workers)."""
+    its launch config) will need and this process has not compiled. Returns the workers (None when
+    there is nothing for them: one kernel or none to compile, or no workers) and a note for the
+    report (what they do, or why they could not be given the kernels)."""
     if workers_wanted() < 2 or len(launches) < 2:
-        return None
-    requests = [r for kernel, dtypes, config in launches if (r := _request(module, kernel, dtypes, config))]
+        return None, None
+    recorded = [_request(module, kernel, dtypes, config) for kernel, dtypes, config in launches]
+    requests = [r for r in recorded if isinstance(r, tuple)]
     if len(requests) < 2:
-        return None
-    return Compiling(requests, min(workers_wanted(), len(requests)))
+        failures = [r for r in recorded if isinstance(r, str)]
+        why = f"kernels compile at their first launch: {failures[0]}" if failures else None
+        return None, why
+    compiling = Compiling(requests, min(workers_wanted(), len(requests)))
+    return compiling, compiling.note
 
 
 class _Recorded(Exception):  # noqa: N818 - not an error: carries what Triton was about to compile
     pass
 
 
-def _request(module: ModuleType, kernel: Any, dtypes: list[torch.dtype], config: dict[str, int]) -> Request | None:
+def _request(module: ModuleType, kernel: Any, dtypes: list[torch.dtype],
+             config: dict[str, int]) -> Request | str | None:
     """What `kernel`'s launch with tensors of `dtypes` would compile; None if this process has
-    already compiled it (or Triton's internals are not those this reads)."""
+    already compiled it, or why it could not be worked out (Triton's internals are not those this
+    reads, say)."""
     from triton.runtime import driver
 
     def record(src: Any, target: Any = None, options: Any = None, **_: Any) -> None:
@@ -97,15 +105,15 @@ def _request(module: ModuleType, kernel: Any, dtypes: list[torch.dtype], config:
     try:
         kernel.device_caches[driver.active.get_current_device()]  # makes the binder, which sets kernel.compile
         compile_now = kernel.compile
-    except Exception:  # noqa: BLE001 - another Triton's internals, or no driver: compile at the launch
-        return None
+    except Exception as error:  # noqa: BLE001 - another Triton's internals, or no driver: compile at the launch
+        return f"{type(error).__name__}: {error}"
     kernel.compile = record
     try:
         kernel.warmup(*dtypes, grid=(1,), **config)
     except _Recorded as recorded:
         return (module.__file__, module.__name__, kernel.__name__, *recorded.args)
-    except Exception:  # noqa: BLE001 - nothing is lost: the launch compiles it, and raises its error
-        return None
+    except Exception as error:  # noqa: BLE001 - nothing is lost: the launch compiles it, and raises its error
+        return f"{type(error).__name__}: {error}"
     finally:
         kernel.compile = compile_now
     return None
