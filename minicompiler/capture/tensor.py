@@ -165,8 +165,16 @@ def _in_place(lowering: Lowering) -> Lowering:
     return lambda g, *args, **kwargs: InPlace(lowering(g, *args, **kwargs))
 
 
+# Usage logging that torch and torchvision call on every use (torchvision's stochastic depth, in each
+# ConvNeXt and EfficientNet block): nothing for a compiled program to do, as in Dynamo. It used to
+# break the graph there, and the rest of the model ran eagerly.
+SKIPPED_TORCH_FUNCTIONS = frozenset({torch._C._log_api_usage_once})
+
+
 def call_torch_function(tx: Tracer, fn: Callable[..., Any], args: list[Variable],
                         kwargs: dict[str, Variable]) -> Variable:
+    if fn in SKIPPED_TORCH_FUNCTIONS:
+        return ConstantVariable(None)
     name = f"{getattr(fn, '__module__', None) or 'torch'}.{getattr(fn, '__name__', fn)}"
     what = f"{name.replace('torch._C._nn', 'torch.nn.functional')}()"
     lowering = TORCH_FUNCTIONS.get(fn)

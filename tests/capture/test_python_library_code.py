@@ -271,3 +271,12 @@ def test_defaultdict_pairs_finfo() -> None:
 def test_a_module_with_its_own_call_is_inlined() -> None:
     layer = Checkpointed(4, 4)
     compiles_whole(lambda x: layer(x), torch.randn(2, 4))
+
+
+def test_usage_logging_leaves_nothing_in_the_graph() -> None:
+    # torchvision's stochastic_depth (in each ConvNeXt and EfficientNet block) logs its use first
+    def block(x: torch.Tensor) -> torch.Tensor:
+        torch._C._log_api_usage_once("torchvision.ops.stochastic_depth")
+        return x.sin() + 1
+
+    compiles_whole(block, torch.randn(4, 8))
