@@ -206,7 +206,7 @@ class CaptureState:
     def _tensor_input(self, value: torch.Tensor, source: Source | None) -> TensorVariable:
         if source is None:
             raise Unsupported("a tensor that comes from neither an argument, an attribute nor a global")
-        if type(value) not in (torch.Tensor, nn.Parameter) or value.layout != torch.strided:
+        if type(value) not in (torch.Tensor, nn.Parameter) or value.layout != torch.strided or value.is_nested:
             raise Unsupported(f"{source} is a {type(value).__name__} with layout {value.layout}; "
                               "only plain strided tensors are captured")
         dynamic = self.dynamic_dims(source.path, value)

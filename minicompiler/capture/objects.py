@@ -416,8 +416,16 @@ def _check_no_hooks(module: nn.Module, where: str) -> None:
 # they call are lowered one by one (torch.signal.windows.hann is a cosine of an arange)
 TRACED_TORCH_MODULES = ("torch.signal.windows",)
 # and single such functions: one that calls a function the user gave (triplet_margin_with_distance_loss's
-# `distance_function`, which capture then inlines too)
-TRACED_TORCH_FUNCTIONS = frozenset({torch.nn.functional.triplet_margin_with_distance_loss})
+# `distance_function`, which capture then inlines too), and nn.MultiheadAttention's general path (its
+# attention is then the ops it is made of: projections, scaled_dot_product_attention, ...). The
+# private helpers of torch.nn.functional such code calls (`_canonical_mask`, `_in_projection_packed`,
+# `_check_key_padding_mask`, ...) are read too: they check and reshape arguments, or return None.
+TRACED_TORCH_FUNCTIONS = frozenset({torch.nn.functional.triplet_margin_with_distance_loss,
+                                    torch.nn.functional.multi_head_attention_forward})
+
+
+def _private_functional_helper(value: Any, module: str) -> bool:
+    return module == "torch.nn.functional" and value.__name__.startswith("_") and isinstance(value, types.FunctionType)
 
 
 def is_torch_function(value: Any) -> bool:
@@ -427,6 +435,7 @@ def is_torch_function(value: Any) -> bool:
     module = getattr(value, "__module__", None) or ""
     if module.startswith("torch.testing") and value.__name__ == "<lambda>":
         return False  # OpInfo's `lambda x: x.double()` is plain Python naming a method: capture reads it
-    if module.startswith(TRACED_TORCH_MODULES) or value in TRACED_TORCH_FUNCTIONS:
+    if module.startswith(TRACED_TORCH_MODULES) or value in TRACED_TORCH_FUNCTIONS or _private_functional_helper(
+            value, module):
         return False
     return module == "torch" or (module.startswith("torch.") and not module.startswith("torch.nn.modules"))

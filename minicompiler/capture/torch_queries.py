@@ -101,6 +101,12 @@ def is_grad_enabled(tx: Tracer) -> Variable:
     return _state_answer(tx, "torch.is_grad_enabled()", torch.is_grad_enabled)
 
 
+@handles(torch.backends.mha.get_fastpath_enabled)
+def mha_fastpath_enabled(tx: Tracer) -> Variable:
+    # nn.MultiheadAttention and nn.TransformerEncoderLayer ask before taking their fused inference path
+    return _state_answer(tx, "torch.backends.mha.get_fastpath_enabled()", torch.backends.mha.get_fastpath_enabled)
+
+
 @handles(torch.is_autocast_enabled)
 def is_autocast_enabled(tx: Tracer, device_type: Variable | None = None) -> Variable:
     device = "cuda" if device_type is None else device_type.as_python()  # no argument: CUDA's, as torch

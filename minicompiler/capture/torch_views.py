@@ -278,6 +278,7 @@ TENSOR_PROPERTIES.update({
     "ndim": lambda g, x: x.meta.ndim,
     "is_cuda": lambda g, x: x.meta.device.type == "cuda",
     "layout": lambda g, x: torch.strided,
+    "is_nested": lambda g, x: False,  # capture takes plain strided tensors only (builder.py)
 })
 
 
