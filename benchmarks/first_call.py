@@ -1,0 +1,63 @@
+"""A model's first call (compiling included) in a fresh process with empty kernel caches.
+
+    python benchmarks/first_call.py MODEL TASK [COMPILER]     (run it once per line you want)
+
+MODEL is a name from minicompiler/bench/zoo.py ("ResNet-18 b16", "MiniTransformer (seed 003)", ...),
+TASK `inference` or `training` (one step of minicompiler.bench.compare), COMPILER `minicompiler`
+(the default) or `torch.compile`. Prints the first call's seconds, the second call's, and
+minicompiler's notes on compiling in worker processes. $MINICOMPILER_COMPILE_WORKERS=0 measures
+Triton compiling each kernel at its first launch instead.
+
+In `python -m minicompiler.bench` the compilers share a process: there, minicompiler's first calls
+after torch.compile's measured 2-3x longer (Inductor leaves a compile worker busy, which takes a core
+from minicompiler's workers). Here each first call has the machine to itself.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+
+for variable in ("TRITON_CACHE_DIR", "MINICOMPILER_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"):
+    os.environ[variable] = tempfile.mkdtemp(prefix="first-call-")
+
+import torch  # noqa: E402 - after the cache directories are chosen
+
+import minicompiler  # noqa: E402
+from minicompiler.bench.compare import _Step  # noqa: E402
+from minicompiler.bench.zoo import CASES, quiet_randomness  # noqa: E402
+
+
+def main(model: str, task: str, compiler: str = "minicompiler") -> None:
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    built = next(c for c in CASES if c.name == model).make(device, device == "cpu")
+    module = quiet_randomness(built.module)
+    compile_ = torch.compile if compiler == "torch.compile" else minicompiler.compile
+    if task == "training":
+        step = _Step(module, compile_, built.inputs)
+        compiled, run = step.model, step
+    else:
+        compiled = compile_(module.eval())
+
+        def run() -> None:
+            with torch.no_grad():
+                compiled(*built.inputs)
+
+    seconds = []
+    for _ in range(2):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        run()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        seconds.append(time.perf_counter() - start)
+    notes = [n for r in getattr(compiled, "reports", []) for g in r.graphs for s in g.stages for n in s.notes
+             if n.startswith("precompiled") or "first launch" in n]
+    print(f"{model:28} {task:9} {compiler:13} first {seconds[0]:7.2f} s  second {seconds[1] * 1e3:8.2f} ms  {notes}")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
