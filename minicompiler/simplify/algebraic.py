@@ -75,6 +75,29 @@ def _transposed_product(g: Graph, a: Node, b: Node, dims: Sequence[int]) -> Node
     return g.call("matmul", g.call("permute", b, tuple(dims)), g.call("permute", a, tuple(dims)))
 
 
+def _factored_sum(g: Graph, a: Node, b: Node, dims: Sequence[int], keepdim: bool) -> Node | None:
+    # sum over j, k of a[i, j] * b[i, k] = (sum over j of a[i, j]) * (sum over k of b[i, k]): where
+    # each summed dim runs along one factor only (the other is broadcast there), the product is
+    # never formed. Seed 001's numpy_fn sums X[:, :, None] * Y[:, None, :] over both dims: n*m*m
+    # products and adds become n*2m adds and n products. The sums are in another order, as any
+    # change of a reduction's order (a GPU's tree, a split reduction) puts them.
+    ndim = a.meta.ndim
+    if b.meta.ndim != ndim or not dims or a.meta.dtype in (torch.float16, torch.bfloat16):
+        return None  # (half-precision sums would be rounded to 8-11 bits each before their product)
+    summed = {d % ndim for d in dims}
+    own_a = tuple(sorted(d for d in summed if a.meta.shape[d] != 1))
+    own_b = tuple(sorted(d for d in summed if b.meta.shape[d] != 1))
+    if set(own_a) & set(own_b) or not (own_a or own_b):
+        return None
+    factor_a = g.call("sum", a, own_a, True) if own_a else a
+    factor_b = g.call("sum", b, own_b, True) if own_b else b
+    product = g.call("mul", factor_a, factor_b)  # every summed dim now has size 1
+    if keepdim:
+        return product
+    kept = tuple(size for d, size in enumerate(product.meta.shape) if d not in summed)
+    return g.call("reshape", product, kept)
+
+
 RULES: list[Rule] = [
     Rule("x*1 -> x", P("mul", "x", 1), lambda g, x: x),
     # -0.0 + 0 is +0.0, so only the sign of a zero can differ
@@ -112,6 +135,8 @@ RULES: list[Rule] = [
     ),
     Rule("permute(a @ b) -> permute(b) @ permute(a)", P("permute", P("matmul", "a", "b"), Arg("dims")),
          _transposed_product, sole_use=True),
+    Rule("sum(a*b) -> sum(a)*sum(b) where each summed dim is one factor's",
+         P("sum", P("mul", "a", "b"), Arg("dims"), Arg("keepdim")), _factored_sum, sole_use=True),
 ]
 
 

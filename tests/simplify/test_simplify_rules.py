@@ -72,6 +72,12 @@ RULE_EXAMPLES: dict[str, tuple[Build, list[str], tuple[int, ...]]] = {
         lambda g, x: g.call("permute", g.call("matmul", g.call("permute", x, (0, 2, 1)), x), (0, 2, 1)),
         ["permute", "permute", "permute", "matmul"], (2, 3, 4),
     ),
+    # seed 001's numpy_fn: the sum of an outer product is the product of the sums
+    "sum(a*b) -> sum(a)*sum(b) where each summed dim is one factor's": (
+        lambda g, x: g.call("sum", g.call("mul", g.call("reshape", x, (2, 3, 1)), g.call("reshape", x, (2, 1, 3))),
+                            (1, 2), False),
+        ["reshape", "reshape", "sum", "sum", "mul", "reshape"], (2, 3),
+    ),
 }
 
 
@@ -101,6 +107,12 @@ def test_rule_fires_and_keeps_the_result(rule) -> None:
         ("2**-20 is subnormal in float16", lambda g, x: g.call("div", x, 2.0**20), (3,), torch.float16),
         ("the 1 broadcasts x", lambda g, x: g.call("mul", x, full(g, (2, 3), 1.0)), (3,), torch.float32),
         ("the 0 promotes x", lambda g, x: g.call("add", x, full(g, (3,), 0.0)), (3,), torch.float16),
+        ("both factors run along the summed dim", lambda g, x: g.call("sum", g.call("mul", x, x), (1,), False),
+         (3, 4), torch.float32),
+        ("the product is read unsummed too: it would be computed anyway",
+         lambda g, x: g.call("add", g.call("sum", p := g.call("mul", g.call("reshape", x, (3, 1)),
+                                                               g.call("reshape", x, (1, 3))), (0, 1), True), p),
+         (3,), torch.float32),
         ("the product is read untransposed too: it would be computed twice",
          lambda g, x: g.call("add", g.call("permute", p := g.call("matmul", x, x), (1, 0)), p), (3, 3),
          torch.float32),
