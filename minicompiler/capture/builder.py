@@ -207,8 +207,8 @@ class CaptureState:
         if source is None:
             raise Unsupported("a tensor that comes from neither an argument, an attribute nor a global")
         if type(value) not in (torch.Tensor, nn.Parameter) or value.layout != torch.strided or value.is_nested:
-            raise Unsupported(f"{source} is a {type(value).__name__} with layout {value.layout}; "
-                              "only plain strided tensors are captured")
+            kind = "nested tensor" if value.is_nested else f"{type(value).__name__} with layout {value.layout}"
+            raise Unsupported(f"{source} is a {kind}; only plain strided tensors are captured")
         dynamic = self.dynamic_dims(source.path, value)
         node = self.graph.placeholder(source.label or "input", self._input_meta(value, source, dynamic))
         if dynamic:

@@ -38,9 +38,9 @@ def _compiling_functions() -> list[Any]:
     return [fn for fn in found if callable(fn)]
 
 
-@lowers(*_compiling_functions())
-def is_compiling(g: Graph) -> bool:
-    return True
+@handles(*_compiling_functions())
+def is_compiling(tx: Tracer) -> Variable:
+    return ConstantVariable(not _packs_nested_batch(tx))
 
 
 @lowers(torch.jit.is_scripting, torch.jit.is_tracing, torch.compiler.is_exporting)
@@ -103,8 +103,30 @@ def is_grad_enabled(tx: Tracer) -> Variable:
 
 @handles(torch.backends.mha.get_fastpath_enabled)
 def mha_fastpath_enabled(tx: Tracer) -> Variable:
-    # nn.MultiheadAttention and nn.TransformerEncoderLayer ask before taking their fused inference path
-    return _state_answer(tx, "torch.backends.mha.get_fastpath_enabled()", torch.backends.mha.get_fastpath_enabled)
+    # nn.MultiheadAttention and nn.TransformerEncoderLayer ask before their fused inference path: one
+    # call (returning several tensors) that computes what their general path does. They are told no:
+    # the general path's ops are what the compiler fuses.
+    if _packs_nested_batch(tx):
+        return _state_answer(tx, "torch.backends.mha.get_fastpath_enabled()",
+                             torch.backends.mha.get_fastpath_enabled)
+    return ConstantVariable(False)
+
+
+def _packs_nested_batch(tx: Tracer) -> bool:
+    """Whether this is nn.TransformerEncoder in inference with a padding mask, which eager packs into
+    a nested tensor (its output is then zero at the padded positions; the general path computes
+    them). There capture answers as eager would (the fast path is on, nothing is compiling), so
+    the packing is met, runs for real at a graph break, and the call carries on eagerly from there
+    (a graph cannot take a nested tensor). torch.compile takes the general path instead, and its
+    padded positions differ from eager's."""
+    if getattr(tx, "code", None) is not torch.nn.TransformerEncoder.forward.__code__:
+        return False
+    encoder, mask = tx.locals.get("self"), tx.locals.get("src_key_padding_mask")  # type: ignore[attr-defined]
+    if not torch.backends.mha.get_fastpath_enabled() or mask is None or not mask.has_tensor():
+        return False
+    module = encoder.value  # type: ignore[union-attr]
+    learns = torch.is_grad_enabled() and any(p.requires_grad for p in module.parameters())
+    return getattr(module, "use_nested_tensor", False) and not (module.layers[0].training or learns)
 
 
 @handles(torch.is_autocast_enabled)

@@ -1,8 +1,10 @@
-"""torch.nn's attention modules, as learners write them: nn.MultiheadAttention and
-nn.TransformerEncoderLayer in a training step, captured whole (their general path: projections and
-scaled_dot_product_attention, read from torch's own Python) and compared with eager: outputs and
-every gradient. In eval under no_grad they take torch's fused fast path, one call that returns
-several tensors: a graph break there, and still eager's result."""
+"""torch.nn's attention modules, as learners write them: nn.MultiheadAttention,
+nn.TransformerEncoderLayer and nn.TransformerEncoder, captured whole (their general path:
+projections and scaled_dot_product_attention, read from torch's own Python) and compared with
+eager: outputs, attention weights, and in a training step every gradient. In inference eager takes
+torch's fused fast path, which computes the same; only nn.TransformerEncoder given a padding mask
+does something else there (a nested tensor, zeros at the padded positions): capture meets the
+packing as eager does, and from there the call runs eagerly."""
 
 from __future__ import annotations
 
@@ -62,13 +64,31 @@ def test_a_training_step_matches_eager(build, batch_first: bool, need_weights: b
     assert [g.fallback for r in compiled.reports for g in r.graphs] == [None]
 
 
-@pytest.mark.parametrize("build", [attention, encoder_layer])
-def test_eval_without_grad_matches_eager(build) -> None:  # noqa: ANN001
+def encoder(batch_first: bool, need_weights: bool, masks: bool) -> tuple[nn.Module, tuple, dict]:
+    layer, args, kwargs = encoder_layer(batch_first, need_weights, masks)
+    return nn.TransformerEncoder(layer, 2), args, kwargs
+
+
+@pytest.mark.parametrize("build", [attention, encoder_layer, encoder])
+@pytest.mark.parametrize("masks", [False, True])
+def test_inference_matches_eager(build, masks: bool) -> None:  # noqa: ANN001
     torch.manual_seed(0)
-    module, args, kwargs = build(True, False, True)
+    module, args, kwargs = build(True, False, masks)
     module.eval()
-    if build is encoder_layer:
+    if build is not attention:
         kwargs.pop("need_weights", None)
-    compiled = minicompiler.compile(module)
     with torch.no_grad():
+        explained = minicompiler.explain(module)(*args, **kwargs)
+        compiled = minicompiler.compile(module)
         torch.testing.assert_close(first_tensor(compiled(*args, **kwargs)), first_tensor(module(*args, **kwargs)))
+    nested = build is encoder and masks  # eager packs the padded batch: from there the call runs eagerly
+    assert (explained.graph_break_count > 0) == nested, explained.to_text()
+    if nested:
+        assert "_nested_tensor_from_mask" in explained.to_text()
+
+
+def test_an_encoder_with_a_padding_mask_trains_as_one_graph() -> None:
+    torch.manual_seed(0)
+    module, args, kwargs = encoder(True, False, True)
+    explained = minicompiler.explain(module.train())(*args, **kwargs)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.to_text()
