@@ -27,6 +27,7 @@ from minicompiler.capture.records_dict import DataclassDictVariable, is_dataclas
 from minicompiler.capture.side_effects import DeferredCallVariable, is_logger_effect
 from minicompiler.capture.sources import Source, cell_source, fixed_source
 from minicompiler.capture.tensor import call_torch_function
+from minicompiler.capture.torch_ops import TORCH_FUNCTIONS
 from minicompiler.capture.user_objects import UserObjectVariable, can_create
 from minicompiler.capture.variables import (
     CellVariable,
@@ -425,7 +426,9 @@ TRACED_TORCH_FUNCTIONS = frozenset({torch.nn.functional.triplet_margin_with_dist
 
 
 def _private_functional_helper(value: Any, module: str) -> bool:
-    return module == "torch.nn.functional" and value.__name__.startswith("_") and isinstance(value, types.FunctionType)
+    # (F.threshold is named `_threshold` too, but capture lowers it: a lowering wins)
+    return (module == "torch.nn.functional" and value.__name__.startswith("_")
+            and isinstance(value, types.FunctionType) and value not in TORCH_FUNCTIONS)
 
 
 def is_torch_function(value: Any) -> bool:
