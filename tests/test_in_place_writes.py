@@ -149,7 +149,9 @@ def test_row_value_of_a_reduction_written_in_place(backend: str) -> None:
 
 def test_row_value_whose_old_value_every_element_reads_keeps_the_copy() -> None:
     def fn(m, y):
-        m.add_((y * m).sum(1, keepdim=True))  # the old m, broadcast along each row, in the sum
+        # the old m, broadcast along each row, in the sum (under a sin: simplify would take a plain
+        # factor m out of the sum, and the sum would not read m at all)
+        m.add_((y * m).sin().sum(1, keepdim=True))
         return y - m
 
     compiled = minicompiler.compile(fn, backend="cpp")
