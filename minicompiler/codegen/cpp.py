@@ -45,6 +45,7 @@ from minicompiler.codegen.common import (
     provenance_comment,
     reduction_identity,
 )
+from minicompiler.codegen.cpp_tiled import LaneOps, tiles_rows, write_tiled_rows
 from minicompiler.codegen.sizes import Extent, KernelSizes, index_terms, render_index
 from minicompiler.fuse.schedule import Kernel
 from minicompiler.ir.graph import Node
@@ -233,6 +234,12 @@ class CppOps(KernelOps):
         pragma = None
         if all(op in OMP_REDUCTION for _, op in accumulators):
             pragma = "#pragma omp simd" + "".join(f" reduction({OMP_REDUCTION[op]}:{acc})" for acc, op in accumulators)
+        with self.reduced_loops(pragma):
+            yield
+
+    @contextlib.contextmanager
+    def reduced_loops(self, pragma: str | None = None) -> Iterator[None]:
+        """The loops over the reduced dims of one row, `pragma` before the innermost one."""
         outer, inner = self._split_reduced_dims()
         if not outer:
             if pragma:
@@ -292,6 +299,10 @@ class CppOps(KernelOps):
         self.writer.line("}")
 
 
+class TiledCppOps(LaneOps, CppOps):
+    """C++ for an outer reduction, many rows at once (cpp_tiled.py)."""
+
+
 def kernel_source(kernel: Kernel, dynamic: bool = False) -> CodeWriter:
     """The kernel's C++ function, each line with the nodes it was written for. `dynamic`: sizes
     are arguments (see `sizes.py`)."""
@@ -312,6 +323,10 @@ def kernel_source(kernel: Kernel, dynamic: bool = False) -> CodeWriter:
         scatter = next((n for n in kernel.nodes if OPS[n.op].kind == "scatter"), None)
         if kernel.kind == "pointwise" and _uses_fast_trig(kernel) and scatter is None:
             _blocked_loop(ops, parallel)
+        elif tiles_rows(kernel):
+            tiled = TiledCppOps(kernel, dynamic)
+            BodyWriter(kernel, tiled).write()
+            write_tiled_rows(w, tiled, parallel)
         else:
             if scatter is not None:  # threads only with atomic adds, never simd lanes (two may hit one element)
                 if parallel is not None and _atomic_adds(scatter):
