@@ -42,6 +42,7 @@ from minicompiler.ir.transform import copy_graph
 from minicompiler.layout import assign_layouts, follow_saved_layouts, too_few_convolutions, worth_channels_last
 from minicompiler.replace import PASSES as REPLACE_PASSES
 from minicompiler.replace.addmm_relu import addmm_relu, relus_of_addmm
+from minicompiler.replace.bias_after_matmul import bias_after_matmul
 from minicompiler.replace.max_pool_values import max_pool_values, picks_at_argmax
 from minicompiler.report import CompileReport, GraphReport, StageRecord
 from minicompiler.reporting import describe_fusion, describe_kernels, describe_schedule, node_lines
@@ -224,7 +225,9 @@ class CompiledGraph:
         on_cuda = any(p.meta is not None and p.meta.device.type == "cuda" for p in graph.inputs)
         # gradients are worked out: a pick at the argmax is a max, and on a GPU a ReLU may join its
         # matmul (cuBLASLt's epilogue; on the CPU torch would run the same two passes)
-        in_place = [("max pool values", max_pool_values)] + ([("addmm relu", addmm_relu)] if on_cuda else [])
+        in_place = [("max pool values", max_pool_values)]
+        if on_cuda:  # after addmm_relu, which takes the ReLUs into cuBLASLt's epilogue
+            in_place += [("addmm relu", addmm_relu), ("bias after matmul", bias_after_matmul)]
         for name, rewrite_in_place in in_place:
             if notes := rewrite_in_place(graph):
                 report.stages.append(StageRecord(name + stage_suffix, time.perf_counter() - start,

@@ -1,0 +1,77 @@
+"""A linear layer's bias added by the generated kernel after the matrix multiply (the GPU).
+
+`nn.Linear` decomposes into `addmm(b, x, w.t())`: cuBLAS adds the bias in the matmul's epilogue.
+On the H100 that costs more than the add: with a bias cuBLAS picks other kernels, and a BERT-base
+feed-forward output (1024x3072 @ 3072x768, float32) takes 159 us as addmm and 116 us as mm
+(`benchmarks/results/h100_2026-11-27e/gemm_choice.txt`). Where everything that reads the product
+is pointwise (a GELU, a residual add before a LayerNorm), the bias can join that kernel instead,
+as TorchInductor does:
+
+    y = addmm(b, x, w)            y = matmul(x, w)
+    out = reshape(y, (B, T, N))   out = reshape(y, (B, T, N))
+    z = add(out, residual)        out_b = add(out, b)        <- fused with the add after it
+                                  z = add(out_b, residual)
+
+The bias is one row broadcast along the last dim, so it moves past a reshape that keeps that dim.
+float32 only: in half precision the product would be rounded before the bias is added. Where a
+matmul's product goes to another library call (attention's Q, K, V), the bias stays in cuBLAS's
+epilogue: an add there would be a kernel of its own. Runs on a graph just before it is lowered,
+in place, after `addmm_relu` (which takes the ReLUs).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from minicompiler.ir import Graph, Node, map_structure
+from minicompiler.ir.ops import OPS
+from minicompiler.simplify.facts import location
+
+
+def bias_after_matmul(graph: Graph) -> list[str]:
+    """Turn each addmm whose readers are all pointwise into a matmul and an add; one note each."""
+    notes = []
+    users = graph.users()
+    for node in graph.compute_nodes():
+        if (moves := _where_the_bias_goes(node, users)) is None:
+            continue
+        bias, a, b = node.args
+        node.op, node.args = "matmul", (a, b)
+        for value, readers in moves.items():
+            added = graph.call_before(min(readers, key=graph.nodes.index), "add", value, bias)
+            for reader in readers:
+                _read_instead(reader, value, added)
+        notes.append(f"{node.name}: matmul without its bias, added by the kernel after it{location(node)}")
+    return notes
+
+
+def _where_the_bias_goes(node: Node, users: dict[Node, list[Node]]) -> dict[Node, list[Node]] | None:
+    """For addmm(bias, a, b) read only by pointwise ops, directly or through reshapes that keep
+    the last dim: {the product or a reshape of it: the pointwise ops that are to read it plus the
+    bias}. None for any other node."""
+    if node.op != "addmm" or node.kwargs or len(node.args) != 3:
+        return None
+    bias, columns = node.args[0], node.meta.shape[-1]
+    if not (isinstance(bias, Node) and bias.meta.shape == (columns,) and node.meta.dtype == torch.float32
+            and bias.meta.dtype == torch.float32):
+        return None
+    moves: dict[Node, list[Node]] = {}
+    for reader in dict.fromkeys(users[node]):
+        if reader.op == "reshape" and reader.meta.shape[-1:] == (columns,) and _pointwise(users[reader]):
+            moves[reader] = list(dict.fromkeys(users[reader]))
+        elif _pointwise([reader]):
+            moves.setdefault(node, []).append(reader)
+        else:
+            return None
+    return moves or None
+
+
+def _read_instead(reader: Node, old: Node, new: Node) -> None:
+    def swap(arg: object) -> object:
+        return new if arg is old else arg
+
+    reader.args, reader.kwargs = map_structure(swap, reader.args), map_structure(swap, reader.kwargs)
+
+
+def _pointwise(readers: list[Node]) -> bool:
+    return bool(readers) and all(r.op != "output" and OPS[r.op].kind == "pointwise" for r in readers)
