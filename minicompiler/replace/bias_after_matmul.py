@@ -13,13 +13,21 @@ as TorchInductor does:
                                   z = add(out_b, residual)
 
 The bias is one row broadcast along the last dim, so it moves past a reshape that keeps that dim.
-float32 only: in half precision the product would be rounded before the bias is added. Where a
-matmul's product goes to another library call (attention's Q, K, V), the bias stays in cuBLAS's
-epilogue: an add there would be a kernel of its own. Runs on a graph just before it is lowered,
-in place, after `addmm_relu` (which takes the ReLUs).
+Not every shape gains: MiniTransformer's (1024x512 @ 512x2048, ...) ran 6% slower as mm. Which
+kernel cuBLAS's heuristics pick is not something to guess, so each candidate shape is raced once
+per process, addmm against mm on tensors of its sizes and layouts (a few milliseconds), and the
+bias moves only where mm is faster by RACE_MARGIN or more. float32 only: in half precision the
+product would be rounded before the bias is added. Where a matmul's product goes to another
+library call (attention's Q, K, V), the bias stays in cuBLAS's epilogue: an add there would be a
+kernel of its own. Runs on a graph just before it is lowered, in place, after `addmm_relu`
+(which takes the ReLUs).
 """
 
 from __future__ import annotations
+
+import functools
+import statistics
+from collections.abc import Callable
 
 import torch
 
@@ -27,13 +35,17 @@ from minicompiler.ir import Graph, Node, map_structure
 from minicompiler.ir.ops import OPS
 from minicompiler.simplify.facts import location
 
+RACE_MARGIN = 0.03  # mm must beat addmm by this fraction: a tie keeps the bias in the call
 
-def bias_after_matmul(graph: Graph) -> list[str]:
-    """Turn each addmm whose readers are all pointwise into a matmul and an add; one note each."""
+
+def bias_after_matmul(graph: Graph, worth_it: Callable[[Node], bool] | None = None) -> list[str]:
+    """Turn each addmm whose readers are all pointwise into a matmul and an add, where `worth_it`
+    (default: the race) says so; one note each."""
     notes = []
     users = graph.users()
+    worth_it = worth_it or mm_beats_addmm
     for node in graph.compute_nodes():
-        if (moves := _where_the_bias_goes(node, users)) is None:
+        if (moves := _where_the_bias_goes(node, users)) is None or not worth_it(node):
             continue
         bias, a, b = node.args
         node.op, node.args = "matmul", (a, b)
@@ -75,3 +87,38 @@ def _read_instead(reader: Node, old: Node, new: Node) -> None:
 
 def _pointwise(readers: list[Node]) -> bool:
     return bool(readers) and all(r.op != "output" and OPS[r.op].kind == "pointwise" for r in readers)
+
+
+def mm_beats_addmm(node: Node) -> bool:
+    """Race addmm(bias, a, b) against mm(a, b) on random tensors laid out as the node's operands."""
+    operands = [arg.meta for arg in node.args]
+    if node.meta.device.type != "cuda":
+        return False  # the race is between cuBLAS's kernels
+    if not all(isinstance(n, int) for meta in operands for n in (*meta.shape, *meta.stride())):
+        return False  # symbolic sizes: one shape's race would not speak for the others
+    key = tuple((meta.shape, meta.stride(), meta.dtype, meta.device) for meta in operands)
+    return _race(key)
+
+
+@functools.cache
+def _race(operands: tuple) -> bool:
+    bias, a, b = (torch.empty_strided(shape, strides, dtype=dtype, device=device).normal_()
+                  for shape, strides, dtype, device in operands)
+    with_bias = _median_seconds(lambda: torch.addmm(bias, a, b))
+    without = _median_seconds(lambda: torch.mm(a, b))
+    return without < with_bias * (1 - RACE_MARGIN)
+
+
+def _median_seconds(call: Callable[[], object], repeats: int = 7, calls: int = 5) -> float:
+    for _ in range(2):  # warm-up: cuBLAS's workspace, the kernel's first load
+        call()
+    samples = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            call()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) / calls)
+    return statistics.median(samples)
