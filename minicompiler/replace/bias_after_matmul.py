@@ -35,7 +35,7 @@ from minicompiler.ir import Graph, Node, map_structure
 from minicompiler.ir.ops import OPS
 from minicompiler.simplify.facts import location
 
-RACE_MARGIN = 0.03  # mm must beat addmm by this fraction: a tie keeps the bias in the call
+RACE_MARGIN = 0.10  # mm must beat addmm by this fraction in the race: less did not show in whole models
 
 
 def bias_after_matmul(graph: Graph, worth_it: Callable[[Node], bool] | None = None) -> list[str]:
@@ -104,12 +104,12 @@ def mm_beats_addmm(node: Node) -> bool:
 def _race(operands: tuple) -> bool:
     bias, a, b = (torch.empty_strided(shape, strides, dtype=dtype, device=device).normal_()
                   for shape, strides, dtype, device in operands)
-    with_bias = _median_seconds(lambda: torch.addmm(bias, a, b))
-    without = _median_seconds(lambda: torch.mm(a, b))
+    with_bias = _median_ms(lambda: torch.addmm(bias, a, b))
+    without = _median_ms(lambda: torch.mm(a, b))
     return without < with_bias * (1 - RACE_MARGIN)
 
 
-def _median_seconds(call: Callable[[], object], repeats: int = 7, calls: int = 5) -> float:
+def _median_ms(call: Callable[[], object], repeats: int = 7, calls: int = 5) -> float:
     for _ in range(2):  # warm-up: cuBLAS's workspace, the kernel's first load
         call()
     samples = []
