@@ -15,7 +15,7 @@ from torch import nn
 import minicompiler
 from minicompiler.ir import copy_graph
 from minicompiler.ir.interpreter import run_graph
-from minicompiler.replace.bias_after_matmul import bias_after_matmul, mm_beats_addmm
+from minicompiler.replace.bias_after_matmul import _race, bias_after_matmul
 
 
 class FeedForward(nn.Module):
@@ -89,13 +89,17 @@ def needs_a_gpu() -> None:
 def test_the_race_moves_the_bias_where_mm_is_faster_and_only_there() -> None:
     needs_a_gpu()
     block = FeedForward(768).cuda()
-    graph = simplified_graph(block, torch.randn(8, 128, 768, device="cuda"))
-    movable: list = []  # the addmms whose products are read by pointwise ops alone, asked whether to move
-    bias_after_matmul(copy_graph(graph), worth_it=lambda node: movable.append(node) or False)
-    assert len(movable) == 2
-    raced = [mm_beats_addmm(node) for node in movable]
-    notes = bias_after_matmul(graph)
-    assert len(notes) == sum(raced), (notes, raced)
+    x = torch.randn(8, 128, 768, device="cuda")
+    compiled = minicompiler.compile(block)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), block(x), rtol=1e-4, atol=1e-4)
+    moved = [line for g in compiled.report.graphs for s in g.stages if s.name == "bias after matmul"
+             for line in s.text.splitlines()]
+    # the race of each linear's shapes: x @ w.t() (w.t() is a transposed view), the bias
+    cuda = torch.device("cuda")
+    races = [_race((((n,), (1,), torch.float32, cuda), ((1024, k), (k, 1), torch.float32, cuda),
+                    ((k, n), (1, k), torch.float32, cuda))) for k, n in ((768, 3072), (3072, 768))]
+    assert len(moved) == sum(races), (moved, races)
 
 
 def test_bert_feed_forward_on_the_gpu_matches_eager_in_inference_and_training(monkeypatch) -> None:
