@@ -20,10 +20,10 @@ is raced once per process, addmm against mm on tensors of its sizes and layouts 
 milliseconds), and the bias moves only where mm wins by RACE_MARGIN or more: BERT's and ViT's
 3072-wide feed-forward outputs (24-30% faster), which made their inference 7-8% faster.
 
-float32 only: in half precision the product would be rounded before the bias is added. Where a matmul's product goes to another
-library call (attention's Q, K, V), the bias stays in cuBLAS's epilogue: an add there would be a
-kernel of its own. Runs on a graph just before it is lowered, in place, after `addmm_relu`
-(which takes the ReLUs).
+float32 only: in half precision the product would be rounded before the bias is added. Where
+a matmul's product goes to another library call (attention's Q, K, V), the bias stays in
+cuBLAS's epilogue: an add there would be a kernel of its own. Runs on a graph just before it
+is lowered, in place, after `addmm_relu` (which takes the ReLUs).
 """
 
 from __future__ import annotations
