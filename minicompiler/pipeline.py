@@ -32,6 +32,7 @@ import torch
 from minicompiler.autocast import AutocastError, apply_autocast, autocast_off, autocast_state
 from minicompiler.autograd import JointGraph, NotDifferentiable, SavedTensor, differentiate, make_trainable, partition
 from minicompiler.autograd.partition import recomputed_checkpoints
+from minicompiler.autograd.recorded import record_library_calls
 from minicompiler.codegen import CodegenError, CompiledModule, generate
 from minicompiler.decompose import decompose
 from minicompiler.fuse import fuse
@@ -190,8 +191,11 @@ class CompiledGraph:
         try:
             joint, record = _timed(self.report, "autograd", lambda: differentiate(
                 self.artifacts["simplify"], self.requires_grad))
+            # a replayed CUDA graph records nothing: there the backward runs library calls again
+            recorded = [] if self.cuda_graphs else record_library_calls(joint)
             forward, backward, saved = partition(joint, "min_cut")
             record.text = f"saved for backward: {', '.join(s.name for s in saved) or 'nothing'}"
+            record.text += "".join(f"\n{note}" for note in recorded)
             if recomputed := recomputed_checkpoints(backward):  # torch.utils.checkpoint regions
                 record.text += f"\nrecomputed in the backward (checkpointed): {', '.join(recomputed)}"
             self._record_autograd(joint, forward, backward, saved)

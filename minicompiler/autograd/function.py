@@ -2,7 +2,9 @@
 
 Torch autograd records the whole compiled graph as a single node: its forward runs the
 forward graph and keeps the saved tensors, its backward runs the backward graph. So
-`loss.backward()` and any optimizer work unchanged on compiled code.
+`loss.backward()` and any optimizer work unchanged on compiled code. Each call has a tape of its
+own beside its saved tensors: what the forward's library calls recorded for the backward
+(ir/recorded_calls.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from torch.autograd.function import once_differentiable
 from minicompiler.autograd.joint import JointGraph, differentiate
 from minicompiler.autograd.partition import SavedTensor, Strategy, partition
 from minicompiler.ir import Graph, Node, map_structure
+from minicompiler.ir.recorded_calls import TAPE, Tape
 
 # A compiled graph: list of input tensors -> tuple of output tensors (the graph's flat outputs).
 Runner = Callable[[list[torch.Tensor]], Sequence[torch.Tensor]]
@@ -52,7 +55,8 @@ class TrainableGraph:
 class _CompiledFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, graph: TrainableGraph, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        results = tuple(graph.forward_runner(list(inputs)))
+        ctx.tape = {}
+        results = tuple(_with_tape(ctx.tape, graph.forward_runner, list(inputs)))
         split = len(results) - graph.num_saved
         outputs, saved = results[:split], results[split:]
         ctx.graph = graph
@@ -80,8 +84,24 @@ class _CompiledFunction(torch.autograd.Function):
         # is retained for another backward), the compiled backward frees each after its last use
         ctx.maybe_clear_saved_tensors()
         del tangents, grads_in, output_grads
-        grads = iter(graph.backward_runner(inputs))
+        grads = iter(_with_tape(ctx.tape, graph.backward_runner, inputs))
+        if not _keeps_graph():  # as the saved tensors: the recordings go, unless another backward comes
+            ctx.tape = {}
         return (None, *(next(grads) if wanted else None for wanted in graph.requires_grad))
+
+
+def _with_tape(tape: Tape, runner: Runner, inputs: list[torch.Tensor]) -> Sequence[torch.Tensor]:
+    token = TAPE.set(tape)
+    try:
+        return runner(inputs)
+    finally:
+        TAPE.reset(token)
+
+
+def _keeps_graph() -> bool:
+    """Whether the backward running now was asked to keep the graph (retain_graph=True)."""
+    keeps = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", None)
+    return True if keeps is None else bool(keeps())
 
 
 def make_trainable(

@@ -61,7 +61,12 @@ NO_GRADIENT = frozenset({
 })
 
 # Ops we cannot differentiate at all.
-NOT_DIFFERENTIABLE = {"torch_call_vjp": "it is itself a gradient (compiled code has no double backward)"}
+NOT_DIFFERENTIABLE = {
+    "torch_call_vjp": "it is itself a gradient (compiled code has no double backward)",
+    "recorded_vjp": "it is itself a gradient (compiled code has no double backward)",
+    # made from a differentiated torch_call (autograd/recorded.py), after its gradients are
+    "recorded_call": "it is differentiated already: the gradients come from its recording",
+}
 # scans without a rule: capture keeps them torch calls where their input needs a gradient
 NOT_DIFFERENTIABLE.update(dict.fromkeys(("cummax", "cummin", "logcumsumexp"), "no VJP rule yet"))
 

@@ -20,6 +20,7 @@ from minicompiler.fuse.schedule import Kernel, Schedule
 from minicompiler.ir.graph import SourceLoc
 from minicompiler.ir.ops import torch_call_vjps
 from minicompiler.ir.printer import OPS_NAMESPACE
+from minicompiler.ir.recorded_calls import recorded_vjps
 from minicompiler.layout import channels_last_copy, reinterpret_tensor
 from minicompiler.runtime import loader, parallel_compile
 from minicompiler.runtime.triton_launch import FastLauncher
@@ -92,7 +93,8 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
         notes += [note] if note else []
     namespace = {"torch": torch, "ops": OPS_NAMESPACE, **launchers, **constants,
                  "channels_last_copy": channels_last_copy, "reinterpret_tensor": reinterpret_tensor,  # layout.py
-                 "torch_call_vjps": torch_call_vjps, "convolution_grads": convolution_grads}
+                 "torch_call_vjps": torch_call_vjps, "recorded_vjps": recorded_vjps,
+                 "convolution_grads": convolution_grads}
     return CompiledModule(
         backend=backend,
         wrapper_source=wrapper_text,

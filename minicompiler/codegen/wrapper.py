@@ -55,7 +55,9 @@ CONVOLUTION_GRADIENT = {fn: (convolution, role) for convolution, grads in CONV_G
 # the memory of what they read must not take a new value within the call
 CACHED_PER_TENSOR = (folded_weight, folded_bias)
 RESERVED = frozenset({"torch", "ops", "inputs", "call", "float", "channels_last_copy", "reinterpret_tensor",
-                      "torch_call_vjps", "convolution_grads"})
+                      "torch_call_vjps", "recorded_vjps", "convolution_grads"})
+# the gradient ops of a library call, and where each has the position of the argument it differentiates
+VJP_ARGNUM = {"torch_call_vjp": 1, "recorded_vjp": 3}
 GENERATED_NAME = re.compile(r"(const_|size|s)[0-9]+")
 LITERALS = (type(None), bool, int, float, str, torch.dtype, torch.device)
 
@@ -155,12 +157,13 @@ def _new_memory(node: Node) -> bool:
 
 
 def _gathered_vjps(steps: list[Step]) -> dict[Node, list[Node]]:
-    """The `torch_call_vjp`s of one call (same function, gradient and arguments; one per input
-    needing a gradient), by the first of them: the wrapper gets them from one backward."""
+    """The vjps of one call (same function, gradient and arguments; one per input needing a
+    gradient), by the first of them: the wrapper gets them from one backward."""
     groups: dict[tuple, list[Node]] = {}
-    for node in (step.node for step in steps if isinstance(step, ExternCall) and step.node.op == "torch_call_vjp"):
-        fn, _, *rest = node.args
-        key = (id(fn), *(a if isinstance(a, LITERALS) else id(a) for a in rest),
+    for node in (step.node for step in steps if isinstance(step, ExternCall) and step.node.op in VJP_ARGNUM):
+        at = VJP_ARGNUM[node.op]
+        rest = node.args[:at] + node.args[at + 1:]
+        key = (node.op, *(a if isinstance(a, LITERALS) else id(a) for a in rest),
                *((k, v if isinstance(v, LITERALS) else id(v)) for k, v in node.kwargs.items()))
         groups.setdefault(key, []).append(node)
     return {nodes[0]: nodes for nodes in groups.values() if len(nodes) > 1}
@@ -192,11 +195,11 @@ def _gathered_convolution_grads(steps: list[Step]) -> dict[Node, list[Node]]:
 def _gathered_note(gathered: dict[Node, list[Node]]) -> str:
     """The report's note on the calls gathered into one ("" when none)."""
     convolutions = sum(first.op == "torch_call" for first in gathered)
-    calls = len(gathered) - convolutions
-    parts = ([f"convolution_grads for {convolutions} convolution{'s' * (convolutions != 1)} (both gradients "
-              "from one call)"] * bool(convolutions)
-             + [f"torch_call_vjps for {calls} call{'s' * (calls != 1)} (all its gradients from one backward)"]
-             * bool(calls))
+    parts = [f"convolution_grads for {convolutions} convolution{'s' * (convolutions != 1)} (both gradients "
+             "from one call)"] * bool(convolutions)
+    for op in VJP_ARGNUM:
+        if calls := sum(first.op == op for first in gathered):
+            parts.append(f"{op}s for {calls} call{'s' * (calls != 1)} (all its gradients from one backward)")
     return "gathered: " + "; ".join(parts) if parts else ""
 
 
@@ -208,10 +211,10 @@ def _gathered_lines(nodes: list[Node], w: _Writer) -> list[str]:
     """One call for several nodes, unpacked into their names, each laid out as its meta says:
     `a, b = torch_call_vjps(fn, (0, 1), grad, *args)` (one recomputation and one backward for a
     call's gradients), `grad_x, grad_w = convolution_grads(grad, x, w, *settings)`."""
-    if nodes[0].op == "torch_call_vjp":
-        fn, _, *rest = nodes[0].args
-        call = f"torch_call_vjps({w.bind(fn)}, {w.format(tuple(n.args[1] for n in nodes))}, " \
-               f"{w.call_args(tuple(rest), nodes[0].kwargs)})"
+    if nodes[0].op in VJP_ARGNUM:  # torch_call_vjps(fn, argnums, ...), recorded_vjps(name, result, fn, argnums, ...)
+        at, args = VJP_ARGNUM[nodes[0].op], nodes[0].args
+        call = f"{nodes[0].op}s({w.call_args(args[:at], {})}, {w.format(tuple(n.args[at] for n in nodes))}, " \
+               f"{w.call_args(args[at + 1:], nodes[0].kwargs)})"
     else:
         (_, _, weight, grad, *settings), (_, input, *_) = nodes[0].args, nodes[1].args
         call = f"convolution_grads({w.call_args((grad, input, weight, *settings), {})})"

@@ -1,6 +1,7 @@
 """The IR: Graph and Node, the op table, printer, verifier and reference interpreter."""
 
-from minicompiler.ir import (  # noqa: F401  (fill the op table with prod/argmax/argmin, the scans, store_at)
+from minicompiler.ir import (  # noqa: F401  (fill the op table with prod/argmax/argmin, the scans, store_at, ...)
+    recorded_calls,
     reductions,
     scans,
     scatter,

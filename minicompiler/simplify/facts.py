@@ -9,7 +9,7 @@ from minicompiler.ir import Node
 
 # Ops whose result is not a function of their arguments alone: `torch_call` runs arbitrary
 # torch code (random numbers, in-place updates, ...). They are never merged or dropped.
-IMPURE_OPS = frozenset({"torch_call"})
+IMPURE_OPS = frozenset({"torch_call", "recorded_call"})  # recorded_call also writes the step's tape
 
 
 def is_pure(node: Node) -> bool:
