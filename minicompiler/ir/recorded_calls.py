@@ -39,10 +39,15 @@ def recorded_call(name: str, fn: Callable[..., torch.Tensor], *args: Any, **kwar
     tape = TAPE.get()
     if tape is None or any(isinstance(a, torch.Tensor) and a.device.type == "meta" for a in args):
         return fn(*args, **kwargs)
-    with torch.enable_grad():
-        leaves = {i: a.detach().requires_grad_() for i, a in enumerate(args)
-                  if isinstance(a, torch.Tensor) and a.dtype.is_floating_point}
-        result = fn(*(leaves.get(i, a) for i, a in enumerate(args)), **kwargs)
+    leaves = {i: a.detach().requires_grad_() for i, a in enumerate(args)
+              if isinstance(a, torch.Tensor) and a.dtype.is_floating_point}
+    try:
+        with torch.enable_grad():
+            result = fn(*(leaves.get(i, a) for i, a in enumerate(args)), **kwargs)
+    except RuntimeError:  # autograd refused it (a call that writes into an argument): not recorded,
+        return fn(*args, **kwargs)  # and the backward runs it again
+    if not isinstance(result, torch.Tensor):
+        return result
     tape[name] = (result, leaves)
     return result.detach()  # the graph's value: the same memory, outside autograd
 
