@@ -2,7 +2,8 @@
 
     compilers(modes)     eager, minicompiler <mode> for each mode asked, then torch.compile <mode>
     bench_inference      the module in eval mode under torch.no_grad()
-    bench_training       one step: zero_grad, forward, loss, backward, optimizer step (SGD)
+    bench_training       one step: zero_grad, forward, loss (the output weighted by fixed random
+                         numbers, averaged), backward, optimizer step (SGD with momentum)
 
 Every compiled variant is checked against eager first (outputs; in training the loss and every
 parameter's gradient, from the same weights), then all variants are timed in turn, round by
@@ -13,6 +14,7 @@ compiles) is timed whole. A variant that fails to compile or run gets an error i
 from __future__ import annotations
 
 import copy
+import functools
 import sys
 import time
 import traceback
@@ -141,7 +143,12 @@ class _Step:
         self.optimizer = torch.optim.SGD(self.module.parameters(), lr=1e-4, momentum=0.9)
 
     def loss(self) -> torch.Tensor:
-        return tensor_of(self.model(*self.inputs)).float().square().mean()
+        """The output weighted by fixed random numbers, averaged. (Its mean square was the loss
+        before: for a LayerNorm'd output, BERT's, that is 1 whatever the weights, and every
+        gradient was rounding noise, which no comparison could check.)"""
+        output = tensor_of(self.model(*self.inputs))
+        output = output if output.dtype == torch.float64 else output.float()
+        return (output * _probe(output.shape, output.dtype, output.device)).mean()
 
     def __call__(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
@@ -186,6 +193,12 @@ def bench_training(built: Built, chosen: dict[str, Compiler], repeats: int) -> t
     for name, seconds in interleaved_seconds(steps, repeats).items():
         results[name]["s"] = seconds
     return results, {name: (step, step.model) for name, step in steps.items()}
+
+
+@functools.lru_cache(maxsize=8)
+def _probe(shape: torch.Size, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """The loss's weights: the same numbers for every compiler and device (drawn on the CPU)."""
+    return torch.randn(shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(device, dtype)
 
 
 Gradients = tuple[torch.Tensor, list[torch.Tensor | None]]  # a step's loss and each parameter's gradient
