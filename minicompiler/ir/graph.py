@@ -111,10 +111,26 @@ class Node:
 
     def inputs(self) -> list[Node]:
         """The nodes this node reads, in argument order (duplicates kept)."""
-        return [a for a in flatten((self.args, self.kwargs)) if isinstance(a, Node)]
+        # the passes ask this of every node again and again: no generators (flatten's) on this path
+        found: list[Node] = []
+        _collect_nodes(self.args, found)
+        if self.kwargs:
+            _collect_nodes(self.kwargs.values(), found)
+        return found
 
     def __repr__(self) -> str:
         return f"%{self.name}"
+
+
+def _collect_nodes(values: Any, found: list[Node]) -> None:
+    """Append the Nodes among `values` (nested in tuples, lists and dicts) to `found`, in order."""
+    for value in values:
+        if isinstance(value, Node):
+            found.append(value)
+        elif isinstance(value, (tuple, list)):
+            _collect_nodes(value, found)
+        elif isinstance(value, dict):
+            _collect_nodes(value.values(), found)
 
 
 def flatten(value: Any) -> Iterator[Any]:
@@ -131,6 +147,11 @@ def flatten(value: Any) -> Iterator[Any]:
 
 def map_structure(fn: Any, value: Any) -> Any:
     """Apply `fn` to every leaf of nested tuples/lists/dicts, keeping the structure."""
+    kind = type(value)  # the plain containers first, without generators: every rewrite maps every node's args
+    if kind is tuple:
+        return tuple([map_structure(fn, v) for v in value])
+    if kind is list:
+        return [map_structure(fn, v) for v in value]
     if isinstance(value, tuple) and hasattr(value, "_fields"):  # namedtuple
         return type(value)(*(map_structure(fn, v) for v in value))
     if isinstance(value, (tuple, list)):
