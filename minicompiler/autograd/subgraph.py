@@ -30,7 +30,7 @@ def copy_nodes(new: Graph, nodes: Iterable[Node], env: dict[Node, Node]) -> None
 
     for node in nodes:
         args, kwargs = map_structure(mapped, node.args), map_structure(mapped, node.kwargs)
-        env[node] = new.call(node.op, *args, source=node.source, **kwargs)
+        env[node] = new.copy_of(node, args, kwargs, source=node.source)
         env[node].tags.update(node.tags)
 
 

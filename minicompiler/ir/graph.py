@@ -208,9 +208,27 @@ class Graph:
         """Append `op(*args, **kwargs)`; its TensorMeta is inferred from the op table."""
         from minicompiler.ir.ops import infer_meta  # ops imports graph: import here
 
+        return self.append(op, args, kwargs, infer_meta(op, args, kwargs), source)
+
+    def copy_of(self, node: Node, args: tuple[Any, ...], kwargs: dict[str, Any],
+                source: SourceLoc | None = None) -> Node:
+        """Append `node` (of another graph) with its arguments mapped to `args` and `kwargs`. Where
+        every input it reads looks as its did (the same TensorMeta), so does the copy: its meta is
+        kept, not inferred again (inferring runs the op on stand-in tensors, and a pass copies most
+        nodes unchanged)."""
+        found: list[Node] = []
+        _collect_nodes(args, found)
+        _collect_nodes(kwargs.values(), found)
+        original = node.inputs()
+        if len(found) == len(original) and all(a.meta == b.meta for a, b in zip(found, original, strict=True)):
+            return self.append(node.op, args, kwargs, node.meta, source)
+        return self.call(node.op, *args, source=source, **kwargs)
+
+    def append(self, op: str, args: tuple[Any, ...], kwargs: dict[str, Any], meta: TensorMeta | None,
+               source: SourceLoc | None = None) -> Node:
+        """`call` with the TensorMeta already known."""
         if self.nodes and self.nodes[-1].op == "output":
             raise ValueError("cannot add nodes after the output node")
-        meta = infer_meta(op, args, kwargs)
         node = Node(op, tuple(args), dict(kwargs), self._fresh_name(op), meta, source or self._source)
         self.nodes.append(node)
         return node

@@ -35,7 +35,7 @@ def rewrite(graph: Graph, rule: Rule) -> Graph:
         with new.provenance(node.source):
             result = rule(new, node, args, kwargs)
             if result is None:
-                result = new.call(node.op, *args, **kwargs)
+                result = new.copy_of(node, args, kwargs)
                 result.tags.update(node.tags)
         env[node] = result
     return new

@@ -40,7 +40,7 @@ def eliminate_common_subexpressions(graph: Graph, log: list[str] | None = None) 
             if log is not None:
                 log.append(f"cse: %{node.name}: repeats %{original.name}{location(node)}")
             return kept
-        made = new.call(node.op, *args, **kwargs)
+        made = new.copy_of(node, args, kwargs)
         made.tags.update(node.tags)
         first[key] = (made, node)
         return made
