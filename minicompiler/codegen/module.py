@@ -15,6 +15,7 @@ from minicompiler.autograd.shape_rules import convolution_grads
 from minicompiler.codegen import cpp, triton
 from minicompiler.codegen.body import input_params, output_params
 from minicompiler.codegen.common import CodegenError, CodeWriter
+from minicompiler.codegen.cpp_tiled import LANES, tiles_rows
 from minicompiler.codegen.wrapper import Launch, wrapper_source
 from minicompiler.fuse.schedule import Kernel, Schedule
 from minicompiler.ir.graph import SourceLoc
@@ -87,6 +88,9 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
         launchers = {k.name: _launcher(getattr(module, k.name)) for k in kernels}
         launch = functools.partial(triton.call_source, dynamic=dynamic, configs=launch_configs)
     wrapper_text, constants, notes = wrapper_source(schedule, launch, dynamic, consume_inputs)
+    if backend == "cpp" and (tiled := [k.name for k in kernels if tiles_rows(k)]):
+        notes.append(f"{len(tiled)} outer reduction{'s' * (len(tiled) > 1)} swept {LANES} rows at once "
+                     f"(their rows lie side by side in memory, codegen/cpp_tiled.py): {', '.join(tiled)}")
     compiling = None
     if backend == "triton" and kernels and not dynamic and not _interpreting():
         compiling, note = _compile_in_workers(module, kernels, launch_configs)

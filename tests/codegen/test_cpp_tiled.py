@@ -33,6 +33,8 @@ def normalize_columns(g, x):
 def test_column_statistics_sweep_the_lanes_together(columns, check):
     module = check(normalize_columns, torch.randn(70, columns, dtype=torch.float64), backend="cpp")
     assert tiled(first_kernel(module))
+    name = next(iter(module.kernel_sources))  # the report says which kernels, for the course to show
+    assert any(f"swept {LANES} rows at once" in note and name in note for note in module.notes), module.notes
 
 
 @pytest.mark.parametrize("op", ["sum", "prod", "amax", "amin"])
