@@ -16,6 +16,7 @@ from minicompiler.codegen import cpp, triton
 from minicompiler.codegen.body import input_params, output_params
 from minicompiler.codegen.common import CodegenError, CodeWriter
 from minicompiler.codegen.cpp_tiled import LANES, tiles_rows
+from minicompiler.codegen.same_code import same_code, shared_note
 from minicompiler.codegen.wrapper import Launch, wrapper_source
 from minicompiler.fuse.schedule import Kernel, Schedule
 from minicompiler.ir.graph import SourceLoc
@@ -70,6 +71,7 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
         raise CodegenError(f"unknown backend {backend!r}: use 'cpp' or 'triton'")
     devices = {n.meta.device.type for n in schedule.graph.nodes if n.meta is not None}
     kernels = schedule.kernels
+    decisions: list[str] = []  # the report's notes on how the kernels were written
     if backend == "cpp":
         if devices - {"cpu"}:
             raise CodegenError(f"cpp backend runs on CPU tensors, got {sorted(devices)}{_first_not_on(schedule, 'cpu')}"
@@ -79,18 +81,25 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
         module_text = cpp.module_source(["\n".join(w.lines) for w in writers.values()])
         launchers: dict[str, Any] = cpp.load_kernels(module_text, kernels, dynamic) if kernels else {}
         launch: Launch = cpp.call_source
+        if tiled := [k.name for k in kernels if tiles_rows(k)]:
+            decisions.append(f"{len(tiled)} outer reduction{'s' * (len(tiled) > 1)} swept {LANES} rows at once "
+                             f"(their rows lie side by side in memory, codegen/cpp_tiled.py): {', '.join(tiled)}")
     else:
         _check_triton_can_run(devices, schedule)
         triton.check_supported(kernels)
         writers = {k.name: triton.kernel_source(k, dynamic) for k in kernels}
-        module_text = triton.module_source(["\n".join(w.lines) for w in writers.values()])
+        # a repeated block's kernels are one kernel under other names: defined and compiled once
+        code_of = same_code({name: "\n".join(w.lines) for name, w in writers.items()},
+                            {k.name: tuple(n.meta.dtype for _, n in input_params(k) + output_params(k))
+                             for k in kernels})
+        kernels = [k for k in kernels if code_of[k.name] == k.name]
+        decisions += filter(None, [shared_note(code_of)])
+        module_text = triton.module_source(["\n".join(writers[k.name].lines) for k in kernels])
         module = loader.load_python_module(module_text) if kernels else None
         launchers = {k.name: _launcher(getattr(module, k.name)) for k in kernels}
-        launch = functools.partial(triton.call_source, dynamic=dynamic, configs=launch_configs)
+        launch = functools.partial(triton.call_source, dynamic=dynamic, configs=launch_configs, code_of=code_of)
     wrapper_text, constants, notes = wrapper_source(schedule, launch, dynamic, consume_inputs)
-    if backend == "cpp" and (tiled := [k.name for k in kernels if tiles_rows(k)]):
-        notes.append(f"{len(tiled)} outer reduction{'s' * (len(tiled) > 1)} swept {LANES} rows at once "
-                     f"(their rows lie side by side in memory, codegen/cpp_tiled.py): {', '.join(tiled)}")
+    notes += decisions
     compiling = None
     if backend == "triton" and kernels and not dynamic and not _interpreting():
         compiling, note = _compile_in_workers(module, kernels, launch_configs)

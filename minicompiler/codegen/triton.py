@@ -358,16 +358,18 @@ def chosen_config(kernel: Kernel, dynamic: bool = False,
 
 
 def call_source(kernel: Kernel, buffers: list[str], sizes: list[str], dynamic: bool = False,
-                configs: dict[str, dict[str, int]] | None = None) -> str:
+                configs: dict[str, dict[str, int]] | None = None, code_of: dict[str, str] | None = None) -> str:
     """The wrapper line that launches the kernel: its grid is a number, or, for a dynamic kernel,
     computed from the size variables the wrapper bound (size0, ...). `configs` (kernel name ->
-    launch config, from autotuning) overrides `launch_config`."""
+    launch config, from autotuning) overrides `launch_config`. `code_of`: the kernel whose code
+    this one is (codegen/same_code.py), launched in its place."""
     config = chosen_config(kernel, dynamic, configs)
     block = config["BLOCK"] if kernel.kind == "pointwise" else config["XBLOCK"]
     rows = KernelSizes(kernel, dynamic).rows
     grid = f"({rows} + {block - 1}) // {block}" if dynamic else str(-(-rows // block))
     options = ", ".join(f"{k}={v}" for k, v in config.items())
-    return f"{kernel.name}[({grid},)]({', '.join(buffers + sizes + [options])})"
+    name = (code_of or {}).get(kernel.name, kernel.name)
+    return f"{name}[({grid},)]({', '.join(buffers + sizes + [options])})"
 
 
 def check_supported(kernels: list[Kernel]) -> None:
