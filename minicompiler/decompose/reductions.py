@@ -52,8 +52,11 @@ def mean(
 def var(ops: GraphOps, x: Node, dims: Dims = None, correction: float = 1, keepdim: bool = False) -> Node:
     dims = reduction_dims(dims, x.meta.ndim)
     n = _count(x, dims)
-    # sum((x - mean(x))^2) / (n - correction); two passes, as torch, for accuracy
-    centered = ops.sub(x, ops.div(ops.sum(x, dims, True), n))
+    # sum((x - mean(x))^2) / (n - correction); two passes, as torch, for accuracy. The mean is
+    # detached: its gradient would be multiplied by sum(x - mean(x)), which is 0, so the gradient
+    # is 2 * (x - mean) / (n - correction) either way (torch's var_backward); autograd would spend
+    # a reduction pass in the backward on that 0 (one more per batch norm, layer norm, std).
+    centered = ops.sub(x, ops.detach(ops.div(ops.sum(x, dims, True), n)))
     squares = ops.sum(ops.mul(centered, centered), dims, keepdim)
     return ops.div(squares, max(0, n - correction))  # torch: n <= correction gives inf/nan
 
