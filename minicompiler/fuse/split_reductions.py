@@ -15,10 +15,20 @@ takes the trailing reduced dims, as many as leave it at least `MANY_ROWS` rows.
 Only exact or order-insensitive results are split this way: sums of float32/float64 (rounded
 in another order than eager's, as any GPU sum is) and integers, and max/min. A float16 partial
 sum would be rounded to float16 between the steps, so those are left whole.
+
+A variance needs its mean before it can sum squares about it: split as above, a batch norm's
+statistics took four kernels (the mean's two steps, then the squares' two). Instead each first-step
+row (a chunk of nF elements) sums the squares about its own mean, in the kernel that sums the
+chunk, and the second step adds the chunks up as Chan et al. do,
+
+    sum((x - m)^2) = sum over chunks j of [ sum((x - m_j)^2 over j) + nF * (m_j - m)^2 ],
+
+exact, and as accurate as the two passes it replaces: two kernels, then the normalization.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -37,11 +47,20 @@ MANY_ROWS = 2048  # the first step keeps at least this many rows
 def split_reductions(graph: Graph) -> list[str]:
     """Split, in place, each reduction with few long rows into two; one note per split."""
     notes = []
+    partials: dict[tuple[str, Node, tuple[int, ...]], Node] = {}  # one first step per (op, input, dims)
     for node in graph.compute_nodes():
         first = _first_step_dims(node)
-        if first:
+        if first and (chunked := _chunk_means(node, first)) is not None:
+            _sum_squares_by_chunks(graph, node, first, *chunked)
+            notes.append(f"{node.name}: sum of squares about the mean in two steps, first dims {first}, "
+                         f"each chunk about its own mean{location(node)}")
+        elif first:
             x, dims, keepdim = node.args[0], node.args[1], node.args[2] if len(node.args) > 2 else False
-            partial = graph.call_before(node, node.op, x, first, True)
+            # a batch norm sums x twice, for its mean (C,) and its variance's (1, C, 1, 1): one first step
+            key = (node.op, x, first)
+            if key not in partials:
+                partials[key] = graph.call_before(node, node.op, x, first, True)
+            partial = partials[key]
             node.args = (partial, dims, keepdim)  # the same dims: those of the first step are 1 now
             shape = ", ".join(map(str, partial.meta.shape))
             notes.append(f"{node.name}: reduced in two steps, first dims {first} into [{shape}]{location(node)}")
@@ -65,3 +84,42 @@ def _first_step_dims(node: Node) -> tuple[int, ...]:
             break
         first = (d, *first)
     return first
+
+
+def _chunk_means(squares: Node, first: tuple[int, ...]) -> tuple[Node, Node, Node] | None:
+    """(x, chunk sums, mean) where `squares` is sum((x - mean)^2) over dims D, the mean being
+    sum(x over D) / n whose sum is already split with first step `first` (the variance's
+    decomposition, decompose/reductions.py); None otherwise."""
+    square, dims = squares.args[0], set(reduction_dims(squares))
+    if not (square.op == "mul" and square.args[0] is square.args[1] and square.args[0].op == "sub"):
+        return None
+    x, mean = square.args[0].args
+    scaled = mean.args[0] if isinstance(mean, Node) and mean.op == "detach" else mean
+    if not (isinstance(x, Node) and isinstance(scaled, Node) and scaled.op in ("div", "mul")):
+        return None
+    total, factor = scaled.args
+    n = math.prod(x.meta.shape[d] for d in dims)
+    if not (isinstance(total, Node) and total.op == "sum" and set(reduction_dims(total)) == dims
+            and isinstance(factor, (int, float)) and math.isclose(factor if scaled.op == "div" else 1 / factor, n)):
+        return None
+    chunks = total.args[0]  # the first step of the mean's sum, split before this node
+    if not (chunks.op == "sum" and chunks.args[0] is x and tuple(reduction_dims(chunks)) == first
+            and chunks.meta.ndim == x.meta.ndim):
+        return None
+    return x, chunks, mean
+
+
+def _sum_squares_by_chunks(graph: Graph, squares: Node, first: tuple[int, ...], x: Node, chunks: Node,
+                           mean: Node) -> None:
+    """Rewrite `squares` in place as the chunks' sums of squares about their own means plus
+    nF * (chunk mean - mean)^2, summed over its dims."""
+    call = functools.partial(graph.call_before, squares)
+    dims, keepdim = squares.args[1], squares.args[2] if len(squares.args) > 2 else False
+    per_chunk = math.prod(x.meta.shape[d] for d in first)
+    centred = call("sub", x, call("div", chunks, per_chunk))  # about the chunk's own mean
+    within = call("sum", call("sum", call("mul", centred, centred), first, True), dims, keepdim)
+    # nF * (m_j - m)^2 as (chunk sum - nF * m)^2 / nF: from the chunk sums the second step reads
+    # anyway, so the first step stores no chunk means
+    apart = call("sub", chunks, call("mul", mean, per_chunk))
+    between = call("sum", call("mul", apart, apart), dims, keepdim)
+    squares.op, squares.args = "add", (within, call("div", between, per_chunk))

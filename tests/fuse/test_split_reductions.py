@@ -102,7 +102,26 @@ def test_batch_norm_training_with_split_sums_equals_eager(channels_last):
     torch.testing.assert_close(net[0].running_var, eager[0].running_var)
     graph = compiled.report.graphs[0]
     assert "reduced in two steps" in graph.stage("split reductions (forward)").text
+    assert "each chunk about its own mean" in graph.stage("split reductions (forward)").text
     assert "reduced in two steps" in graph.stage("split reductions (backward)").text
+    for step in ("forward", "backward"):  # the statistics in two kernels each way, then the pointwise rest
+        kernels = graph.stage(f"fuse ({step})").text.split("buffers:")[0]
+        assert kernels.count(": reduction over") == 2, step
+
+
+@needs_triton
+@pytest.mark.parametrize("offset", [0.0, 1e3])
+def test_variance_by_chunks_equals_float64(offset):
+    """Each chunk's squares summed about its own mean, then the chunks combined: as accurate as
+    eager's float32 (checked against float64), also far from zero, where E[x^2] - E[x]^2 would not be."""
+    x = torch.randn(4, 8, 64, 72) * 0.5 + offset
+    x[0, :, 0, 0] += 20  # an outlier in each channel
+    compiled = minicompiler.compile(lambda t: torch.var_mean(t, (0, 2, 3), correction=0), backend="triton")
+    (var, mean), (var64, mean64) = compiled(x), torch.var_mean(x.double(), (0, 2, 3), correction=0)
+    eager_error = (torch.var(x, (0, 2, 3), correction=0) - var64).abs().max().item()
+    assert (var - var64).abs().max().item() <= max(4 * eager_error, 1e-6)
+    torch.testing.assert_close(mean.double(), mean64, rtol=1e-6, atol=1e-6 * (1 + offset))
+    assert "each chunk about its own mean" in compiled.report.graphs[0].stage("split reductions").text
 
 
 @needs_triton
