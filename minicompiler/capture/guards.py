@@ -33,6 +33,9 @@ class Guard:
     check_code: CheckCode | None = field(default=None, compare=False, repr=False)  # `predicate` as text
     # or, for a guard on several values (`fetch` answers a tuple of them), what each is read from
     origins: tuple[Source, ...] | None = field(default=None, compare=False, repr=False)
+    # a tensor of fixed dtype, device, shape, strides and requires_grad: the generated guards check
+    # all such tensors in one call (runtime/guard_code.py)
+    static_tensor: bool = field(default=False, compare=False, repr=False)
 
     def check(self, args: tuple, kwargs: dict) -> bool:
         try:
@@ -89,7 +92,7 @@ def tensor_guard(source: Source, tensor: torch.Tensor, dynamic_dims: Sequence[in
     if dynamic_dims:
         text += f" (dims {', '.join(map(str, dynamic_dims))} dynamic: any size >= 2)"
         return Guard("tensor", text, source.path, dynamic_predicate, source.get, source)
-    return Guard("tensor", text, source.path, predicate, source.get, source)
+    return Guard("tensor", text, source.path, predicate, source.get, source, static_tensor=True)
 
 
 def constant_guard(source: Source, value: Any) -> Guard:

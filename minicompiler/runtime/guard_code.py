@@ -21,9 +21,19 @@ Python function per entry, printed for the learner:
         return [s7, ...]  # the graph's inputs, read by their guards
 
 Each path is read once into a local (`s1`, the module `self.blocks.0`, serves every guard and
-input below it), simple checks are written inline, a tensor's check is one call. The function
-answers what `first_failing_guard` answers (None exactly when some guard fails); which guard
-failed is asked of the Guard objects only when a call misses, to write the recompile reason.
+input below it), simple checks are written inline. The tensors' checks come last, all in one
+call to torch's own C++ tensor check (`TensorGuards`, what TorchDynamo's guards use), which learns
+the tensors' dtypes, devices, shapes, strides and requires_grad from a call that passed each
+tensor's own guard; until it has, or when it fails, each tensor's guard is checked as before:
+
+        if not tensors.check(s7, s9, ...):  # 123 tensors: ~20 us instead of ~120 us of Python
+            if not holds_7(s7): return None  # self.blocks.0.weight: float32[8, 64] contiguous cpu ...
+            ...
+            tensors.learn(s7, s9, ...)
+
+The function answers what `first_failing_guard` answers (None exactly when some guard fails);
+which guard failed is asked of the Guard objects only when a call misses, to write the
+recompile reason.
 """
 
 from __future__ import annotations
@@ -39,6 +49,33 @@ from minicompiler.capture.sources import Source
 CheckAndFetch = Callable[[tuple, dict], "list[torch.Tensor] | None"]
 
 
+try:
+    from torch._C._dynamo.guards import TensorGuards
+except ImportError:  # not in this torch: each tensor's guard is checked in Python
+    TensorGuards = None
+
+
+class TensorsSeen:
+    """One check of many tensors against those of the last call whose tensors passed their guards.
+    It checks what their guards check, and more (the dispatch keys): where it passes, every
+    tensor guard passes; where it fails, the guards are asked."""
+
+    def __init__(self) -> None:
+        self.guards: Any = None
+
+    def check(self, *tensors: torch.Tensor) -> bool:
+        return self.guards is not None and self.guards.check(*tensors)
+
+    def learn(self, *tensors: torch.Tensor) -> None:
+        if TensorGuards is None:
+            return
+        try:
+            self.guards = TensorGuards(*tensors, dynamic_dims_sizes=[list(t.shape) for t in tensors],
+                                       dynamic_dims_strides=[list(t.stride()) for t in tensors])
+        except (RuntimeError, TypeError):  # a tensor it cannot describe (sparse, say): the guards answer
+            self.guards = None
+
+
 class _Writer:
     """The function's lines and namespace: a local per path read, a name per object referred to."""
 
@@ -48,6 +85,7 @@ class _Writer:
         self.bound: dict[int, str] = {}  # id of an object -> its name in the namespace
         self.local_of: dict[str, str] = {}  # code that reads a value -> the local holding it
         self.read_by: dict[int, str] = {}  # id of a getter called as a function -> its local
+        self.tensor_checks: list[str] = []  # static tensor guards, checked last, together
 
     def bind(self, value: Any) -> str:
         if id(value) not in self.bound:
@@ -85,7 +123,21 @@ class _Writer:
         else:
             self.namespace[f"holds_{number}"] = guard.predicate
             condition = f"holds_{number}({value})"
-        self.emit(f"if not ({condition}): return None", guard.description)
+        if guard.static_tensor:
+            self.tensor_checks.append(f"    if not ({condition}): return None  # {guard.description}")
+            self.tensor_checks.append(value)
+        else:
+            self.emit(f"if not ({condition}): return None", guard.description)
+
+    def check_tensors(self) -> None:
+        """The static tensor guards: one call to `tensors.check`, each guard only if that fails."""
+        if not self.tensor_checks:
+            return
+        checks, values = self.tensor_checks[::2], ", ".join(self.tensor_checks[1::2])
+        self.namespace["tensors"] = TensorsSeen()
+        self.emit(f"if not tensors.check({values}):", "every tensor below in one call, once it has seen them")
+        self.lines += [f"        {check}" for check in checks]
+        self.lines.append(f"            tensors.learn({values})")
 
     def emit(self, code: str, comment: str) -> None:
         # a comment is one line whatever the text it quotes (a key may hold a newline)
@@ -97,6 +149,7 @@ def guard_function(guards: Sequence[Guard], input_sources: Sequence[Source]) -> 
     writer = _Writer()
     for number, guard in enumerate(guards):
         writer.check(number, guard)
+    writer.check_tensors()
     values = [writer.read(source) for source in input_sources]
     writer.lines += ["    except (AttributeError, IndexError, KeyError, TypeError):",
                      "        return None  # a value is not even there any more: a failed guard",

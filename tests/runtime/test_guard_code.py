@@ -3,6 +3,7 @@ every guard passes, and hands back the graph's inputs, the same tensors the sour
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -132,3 +133,30 @@ def test_the_separate_memory_guard_reads_the_inputs_locals_and_fails_on_a_shared
     bn.running_mean = bn.running_var[:]  # the mean now shares the variance's memory
     assert first_failing_guard(entry.guards, (x,), {}).kind == "alias"
     assert entry.check_and_fetch((x,), {}) is None
+
+
+def test_tensors_are_checked_together_once_a_call_has_passed() -> None:
+    """The tensors' guards are one call to torch's TensorGuards after a call passed them one by one;
+    that call fails where any of them would, and a tensor it was not shown (a subclass) still passes
+    through the guards themselves."""
+    x = torch.randn(4, 6)
+    compiled = minicompiler.compile(Net().eval(), backend="eager")
+    compiled(x)
+    entry = _entry(compiled)
+    assert "if not tensors.check(" in entry.check_source
+    seen = entry.check_and_fetch.__globals__["tensors"]
+    assert entry.check_and_fetch((x,), {}) is not None and entry.check_and_fetch((x,), {}) is not None
+    if seen.guards is None:
+        pytest.skip("this torch has no TensorGuards: each tensor's guard is checked in Python")
+    namespace = entry.check_and_fetch.__globals__
+    one_by_one = {f"holds_{n}": namespace[f"holds_{n}"] for n, g in enumerate(entry.guards) if g.static_tensor}
+    namespace.update(dict.fromkeys(one_by_one, None))  # a tensor's own guard would raise now: not called
+    assert entry.check_and_fetch((torch.randn(4, 6),), {}) is not None
+    namespace.update(one_by_one)
+    others = [torch.randn(6, 4).t(), x.double(), x.clone().requires_grad_(), torch.randn(4, 7)[:, :6], x[:2]]
+    for other in others:
+        assert first_failing_guard(entry.guards, (other,), {}) is not None
+        assert entry.check_and_fetch((other,), {}) is None
+    parameter = nn.Parameter(x.clone(), requires_grad=False)  # another type, the same tensor guard
+    assert entry.check_and_fetch((parameter,), {}) is not None
+    assert entry.check_and_fetch((x,), {})[0] is x
