@@ -343,7 +343,9 @@ def _write_back(inputs: list[torch.Tensor], mutated: list[int], new_values: list
     written_in_place = []
     with torch.no_grad():  # an update of a buffer is not part of what autograd differentiates
         for index, value in zip(mutated, new_values, strict=True):
-            if _same_memory(value, inputs[index]):  # a kernel wrote it in place (fuse/in_place.py)
+            if value is None:  # a kernel wrote it in place; a training forward hands back None then
+                written_in_place.append(inputs[index])
+            elif _same_memory(value, inputs[index]):  # a kernel wrote it in place (fuse/in_place.py)
                 written_in_place.append(value)
             else:
                 inputs[index].copy_(value)

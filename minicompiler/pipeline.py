@@ -216,7 +216,7 @@ class CompiledGraph:
         assert run_forward is not None and run_backward is not None
         lend_last = len(self.written_back) + len(saved)  # the forward's outputs end with these two groups
         return make_trainable(self._launcher(run_forward, lend_last), self._launcher(run_backward),
-                              joint, saved)
+                              joint, saved, self.written_back)
 
     def _lower(self, graph: Graph, stage_suffix: str, fallback: bool = True,
                written_back: dict[Node, Node] | None = None, keep_last: int = 0,

@@ -14,6 +14,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import minicompiler
+from minicompiler.autograd import function as function_module
 from minicompiler.codegen import generate
 from minicompiler.fuse import fuse
 from minicompiler.ir import Graph, TensorMeta, run_graph
@@ -174,18 +175,25 @@ class CopiesOfShape(TorchDispatchMode):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_batch_norm_running_statistics_written_in_place_in_training(backend: str) -> None:
+def test_batch_norm_running_statistics_written_in_place_in_training(backend: str, monkeypatch) -> None:
     """A training step's running statistics: computed after the batch sums, stored straight into the
-    module's buffers (no copy after the call), equal to eager's after several steps."""
+    module's buffers (no copy after the call, and no autograd output made of them: the forward hands
+    back None), their version counters bumped, equal to eager's after several steps."""
     net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU())
     eager = copy.deepcopy(net)
     compiled = minicompiler.compile(net, backend=backend)
+    handed_back = []
+    dropping = function_module._in_place_writes_dropped
+    monkeypatch.setattr(function_module, "_in_place_writes_dropped",
+                        lambda *a: handed_back.append(dropping(*a)) or handed_back[-1])
     for _ in range(3):
         x = torch.randn(4, 3, 12, 10)
+        version = net[1].running_mean._version
         with CopiesOfShape((8,)) as copies:  # (the interpreter running Triton kernels copies their arguments)
             out = compiled(x)
         expected = eager(x)
         assert backend == "triton" or copies.count == 0  # nothing copied into the running statistics
+        assert handed_back[-1][1:] == (None, None, None) and net[1].running_mean._version > version
         torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
         out.square().sum().backward()
         expected.square().sum().backward()

@@ -29,7 +29,8 @@ class TrainableGraph:
     """Call it with the list of input tensors; it returns what the original graph returns,
     differentiable with respect to the inputs that were compiled as requiring grad."""
 
-    def __init__(self, forward_runner: Runner, backward_runner: Runner, joint: JointGraph, num_saved: int):
+    def __init__(self, forward_runner: Runner, backward_runner: Runner, joint: JointGraph, num_saved: int,
+                 written_back: Sequence[int] = ()):
         self.forward_runner = forward_runner
         self.backward_runner = backward_runner
         self.input_names = [p.name for p in joint.primals]
@@ -37,6 +38,8 @@ class TrainableGraph:
         self.differentiable = joint.differentiable  # per flat output
         self.output_structure = joint.output_structure
         self.num_saved = num_saved
+        # the forward's outputs before the saved tensors end with new values of these inputs
+        self.written_back = tuple(written_back)
 
     def __call__(self, inputs: Sequence[torch.Tensor]) -> Any:
         if len(inputs) != len(self.input_names):
@@ -58,11 +61,12 @@ class _CompiledFunction(torch.autograd.Function):
         ctx.tape = {}
         results = tuple(_with_tape(ctx.tape, graph.forward_runner, list(inputs)))
         split = len(results) - graph.num_saved
-        outputs, saved = results[:split], results[split:]
+        outputs, saved = _in_place_writes_dropped(results[:split], inputs, graph), results[split:]
         ctx.graph = graph
         ctx.save_for_backward(*saved)
         # Integer/boolean outputs, and those no input gradient depends on, get no gradient.
-        ctx.mark_non_differentiable(*(o for o, d in zip(outputs, graph.differentiable, strict=True) if not d))
+        ctx.mark_non_differentiable(*(o for o, d in zip(outputs, graph.differentiable, strict=True)
+                                      if not d and o is not None))
         # Autograd would fill a zero gradient for every output nothing differentiated (BatchNorm's
         # running statistics, an unused output): a kernel launch each. The backward makes the zeros
         # it needs itself, for differentiable outputs only.
@@ -90,6 +94,19 @@ class _CompiledFunction(torch.autograd.Function):
         return (None, *(next(grads) if wanted else None for wanted in graph.requires_grad))
 
 
+def _in_place_writes_dropped(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor],
+                             graph: TrainableGraph) -> tuple[torch.Tensor | None, ...]:
+    """The outputs, with None for each new value a kernel wrote into its input's memory (a
+    BatchNorm's running statistics): that output is the input itself, and autograd would make an
+    output of it for nothing (api._write_back, seeing None, only bumps the input's version)."""
+    first = len(outputs) - len(graph.written_back)
+    dropped = list(outputs)
+    for position, index in enumerate(graph.written_back, start=first):
+        if dropped[position] is inputs[index] and not graph.differentiable[position]:
+            dropped[position] = None
+    return tuple(dropped)
+
+
 def _with_tape(tape: Tape, runner: Runner, inputs: list[torch.Tensor]) -> Sequence[torch.Tensor]:
     token = TAPE.set(tape)
     try:
@@ -105,10 +122,13 @@ def _keeps_graph() -> bool:
 
 
 def make_trainable(
-    forward_runner: Runner, backward_runner: Runner, joint: JointGraph, saved: list[SavedTensor]
+    forward_runner: Runner, backward_runner: Runner, joint: JointGraph, saved: list[SavedTensor],
+    written_back: Sequence[int] = (),
 ) -> TrainableGraph:
-    """Wrap the runners of a partitioned joint graph (see `partition`) for torch autograd."""
-    return TrainableGraph(forward_runner, backward_runner, joint, len(saved))
+    """Wrap the runners of a partitioned joint graph (see `partition`) for torch autograd.
+    `written_back`: the input each of the forward's last outputs (before the saved tensors) is a
+    new value of."""
+    return TrainableGraph(forward_runner, backward_runner, joint, len(saved), written_back)
 
 
 @dataclass
