@@ -124,7 +124,7 @@ class _Writer:
             self.namespace[f"holds_{number}"] = guard.predicate
             condition = f"holds_{number}({value})"
         if guard.static_tensor:
-            self.tensor_checks.append(f"    if not ({condition}): return None  # {guard.description}")
+            self.tensor_checks.append(f"    if not ({condition}): return None  # {_one_line(guard.description)}")
             self.tensor_checks.append(value)
         else:
             self.emit(f"if not ({condition}): return None", guard.description)
@@ -140,8 +140,12 @@ class _Writer:
         self.lines.append(f"            tensors.learn({values})")
 
     def emit(self, code: str, comment: str) -> None:
-        # a comment is one line whatever the text it quotes (a key may hold a newline)
-        self.lines.append(f"        {code}  # {' '.join(comment.splitlines())}")
+        self.lines.append(f"        {code}  # {_one_line(comment)}")
+
+
+def _one_line(comment: str) -> str:
+    """A comment is one line whatever the text it quotes (a key may hold a newline)."""
+    return " ".join(comment.splitlines())
 
 
 def guard_function(guards: Sequence[Guard], input_sources: Sequence[Source]) -> tuple[CheckAndFetch, str]:
