@@ -24,6 +24,12 @@ chunk, and the second step adds the chunks up as Chan et al. do,
     sum((x - m)^2) = sum over chunks j of [ sum((x - m_j)^2 over j) + nF * (m_j - m)^2 ],
 
 exact, and as accurate as the two passes it replaces: two kernels, then the normalization.
+
+A sum over one long dim that is not the last, a bias's gradient (the (B*S, H) gradient summed
+over its rows), is an outer reduction: each program takes 64 neighbouring columns and walks all
+the rows. BERT's 768 columns made 12 programs for the whole GPU (20 us a sum; TorchInductor's 2).
+Its dim is split in two, (R,) -> (R1, R2), and summed in two steps: first over R2, which leaves
+R1 times as many rows (programs for every multiprocessor), then over R1.
 """
 
 from __future__ import annotations
@@ -42,6 +48,9 @@ SPLIT_DTYPES = frozenset({torch.float32, torch.float64, torch.int32, torch.int64
 FEW_ROWS = 1024  # fewer rows than this: too few programs to fill a GPU
 LONG_ROWS = 1024  # and rows at least this long: enough work to be worth a second kernel
 MANY_ROWS = 2048  # the first step keeps at least this many rows
+OUTER_BLOCK_ROWS = 64  # rows per program of an outer reduction (codegen/triton.py's XBLOCK for them)
+MANY_PROGRAMS = 512  # an outer reduction's first step has at least this many (~4 per multiprocessor)
+MIN_CHUNK = 8  # and sums at least this many elements per row
 
 
 def split_reductions(graph: Graph) -> list[str]:
@@ -54,6 +63,12 @@ def split_reductions(graph: Graph) -> list[str]:
             _sum_squares_by_chunks(graph, node, first, *chunked)
             notes.append(f"{node.name}: sum of squares about the mean in two steps, first dims {first}, "
                          f"each chunk about its own mean{location(node)}")
+        elif (outer := _outer_split(node)) is not None:
+            first, last, chunks = outer
+            length = math.prod(node.args[0].meta.shape[first:last + 1])
+            notes.append(f"{node.name}: dims {first}..{last} ({length} elements) split into {chunks} chunks, "
+                         f"reduced in two steps{location(node)}")
+            _split_one_dim(graph, node, first, last, chunks)
         elif first:
             x, dims, keepdim = node.args[0], node.args[1], node.args[2] if len(node.args) > 2 else False
             # a batch norm sums x twice, for its mean (C,) and its variance's (1, C, 1, 1): one first step
@@ -123,3 +138,40 @@ def _sum_squares_by_chunks(graph: Graph, squares: Node, first: tuple[int, ...], 
     apart = call("sub", chunks, call("mul", mean, per_chunk))
     between = call("sum", call("mul", apart, apart), dims, keepdim)
     squares.op, squares.args = "add", (within, call("div", between, per_chunk))
+
+
+def _outer_split(node: Node) -> tuple[int, int, int] | None:
+    """(first dim, last dim, chunks): `node` reduces neighbouring dims (as one long dim) that are
+    not its input's last, with too few rows for the programs of an outer reduction; the dims,
+    seen as one, split into `chunks` of at least MIN_CHUNK elements."""
+    if node.op not in SPLIT_OPS or node.kwargs or node.meta.dtype not in SPLIT_DTYPES:
+        return None
+    x = node.args[0]
+    shape = x.meta.shape
+    if not all(isinstance(s, int) for s in shape):
+        return None
+    reduced = reduction_dims(node)
+    first, last = reduced[0], reduced[-1]
+    keepdim = node.args[2] if len(node.args) > 2 else False
+    if list(reduced) != list(range(first, last + 1)) or all(s == 1 for s in shape[last + 1:]) or (
+            keepdim and last > first):
+        return None  # dims apart, or the last dim (an inner reduction), or several dims kept as 1s
+    length = math.prod(shape[first:last + 1])
+    rows = math.prod(shape) // max(length, 1)
+    if length < LONG_ROWS or rows // OUTER_BLOCK_ROWS >= MANY_PROGRAMS:
+        return None
+    wanted = -(-MANY_PROGRAMS * OUTER_BLOCK_ROWS // rows)  # chunks for MANY_PROGRAMS, or as close as will go
+    divisors = [c for c in range(2, length // MIN_CHUNK + 1) if length % c == 0]
+    chunks = next((c for c in divisors if c >= wanted), divisors[-1] if divisors else None)
+    return None if chunks is None else (first, last, chunks)
+
+
+def _split_one_dim(graph: Graph, node: Node, first: int, last: int, chunks: int) -> None:
+    """Rewrite `node` in place to reduce, over dim `first`, the partial results of its input's
+    dims `first`..`last` seen as (chunks, length // chunks) and reduced over the second."""
+    x, keepdim = node.args[0], node.args[2] if len(node.args) > 2 else False
+    shape = x.meta.shape
+    length = math.prod(shape[first:last + 1])
+    split = graph.call_before(node, "reshape", x, (*shape[:first], chunks, length // chunks, *shape[last + 1:]))
+    partial = graph.call_before(node, node.op, split, (first + 1,), False)  # `chunks` at dim `first`
+    node.args = (partial, (first,), keepdim)
