@@ -122,7 +122,8 @@ def test_old_value_read_after_the_store_keeps_the_copy(backend: str) -> None:
     """One kernel computes the new value of x from y alone, then reads x's old value (a graph
     built by hand: capture's order never puts that read later). Its load would follow the store."""
     g = Graph()
-    x, y = (g.placeholder(name, TensorMeta((10, 7), torch.float32)) for name in ("x", "y"))
+    device = torch.empty(0).device  # the default one: CUDA where tests.triton_on_gpu runs the suite
+    x, y = (g.placeholder(name, TensorMeta((10, 7), torch.float32, device)) for name in ("x", "y"))
     new_x = g.call("mul", y, 2.0)
     g.output((g.call("add", x, new_x), new_x))
     schedule = fuse(g, {new_x: x})
