@@ -151,6 +151,8 @@ def _outer_split(node: Node) -> tuple[int, int, int] | None:
     if not all(isinstance(s, int) for s in shape):
         return None
     reduced = reduction_dims(node)
+    if not reduced:
+        return None  # a 0-d input
     first, last = reduced[0], reduced[-1]
     keepdim = node.args[2] if len(node.args) > 2 else False
     if list(reduced) != list(range(first, last + 1)) or all(s == 1 for s in shape[last + 1:]) or (

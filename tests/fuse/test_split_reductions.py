@@ -65,13 +65,14 @@ def test_a_bias_gradients_column_sums_split_their_rows(shape, chunks):
     assert f"split into {chunks} chunks" in note
 
 
-@pytest.mark.parametrize(("shape", "why"), [
-    ((1024, 32768), "512 programs of 64 columns already"),
-    ((100, 768), "rows of 100: short"),
-    ((1031, 768), "1031 rows: no divisor gives chunks of 8 or more"),
+@pytest.mark.parametrize(("shape", "dims", "why"), [
+    ((1024, 32768), (0,), "512 programs of 64 columns already"),
+    ((100, 768), (0,), "rows of 100: short"),
+    ((1031, 768), (0,), "1031 rows: no divisor gives chunks of 8 or more"),
+    ((), (), "a 0-d tensor: nothing to reduce"),
 ])
-def test_column_sums_left_whole(shape, why):
-    g, _ = reduction(shape, (0,))
+def test_column_sums_left_whole(shape, dims, why):
+    g, _ = reduction(shape, dims)
     assert split_reductions(g) == [], why
 
 
