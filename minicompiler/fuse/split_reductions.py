@@ -82,13 +82,21 @@ def split_reductions(graph: Graph) -> list[str]:
     return notes
 
 
-def _first_step_dims(node: Node) -> tuple[int, ...]:
-    """The dims the first step reduces; () where the reduction stays whole."""
+def _splittable_shape(node: Node) -> tuple[int, ...] | None:
+    """The input's shape where `node` is a reduction that may be split (an exact or
+    order-insensitive one, of known sizes); None otherwise."""
     if node.op not in SPLIT_OPS or node.kwargs or node.meta.dtype not in SPLIT_DTYPES:
-        return ()
+        return None
     shape = node.args[0].meta.shape
     if not all(isinstance(s, int) for s in shape):
-        return ()  # symbolic sizes: the row counts are not known
+        return None  # symbolic sizes: the row counts are not known
+    return shape
+
+
+def _first_step_dims(node: Node) -> tuple[int, ...]:
+    """The dims the first step reduces; () where the reduction stays whole."""
+    if (shape := _splittable_shape(node)) is None:
+        return ()
     reduced = [d for d in reduction_dims(node) if shape[d] != 1]
     length = math.prod(shape[d] for d in reduced)
     if len(reduced) < 2 or math.prod(shape) // max(length, 1) >= FEW_ROWS or length < LONG_ROWS:
@@ -106,7 +114,8 @@ def _chunk_means(squares: Node, first: tuple[int, ...]) -> tuple[Node, Node, Nod
     sum(x over D) / n whose sum is already split with first step `first` (the variance's
     decomposition, decompose/reductions.py); None otherwise."""
     square, dims = squares.args[0], set(reduction_dims(squares))
-    if not (square.op == "mul" and square.args[0] is square.args[1] and square.args[0].op == "sub"):
+    if not (square.op == "mul" and square.args[0] is square.args[1] and isinstance(square.args[0], Node)
+            and square.args[0].op == "sub"):
         return None
     x, mean = square.args[0].args
     scaled = mean.args[0] if isinstance(mean, Node) and mean.op == "detach" else mean
@@ -144,11 +153,7 @@ def _outer_split(node: Node) -> tuple[int, int, int] | None:
     """(first dim, last dim, chunks): `node` reduces neighbouring dims (as one long dim) that are
     not its input's last, with too few rows for the programs of an outer reduction; the dims,
     seen as one, split into `chunks` of at least MIN_CHUNK elements."""
-    if node.op not in SPLIT_OPS or node.kwargs or node.meta.dtype not in SPLIT_DTYPES:
-        return None
-    x = node.args[0]
-    shape = x.meta.shape
-    if not all(isinstance(s, int) for s in shape):
+    if (shape := _splittable_shape(node)) is None:
         return None
     reduced = reduction_dims(node)
     if not reduced:

@@ -85,7 +85,7 @@ class _Writer:
         self.bound: dict[int, str] = {}  # id of an object -> its name in the namespace
         self.local_of: dict[str, str] = {}  # code that reads a value -> the local holding it
         self.read_by: dict[int, str] = {}  # id of a getter called as a function -> its local
-        self.tensor_checks: list[str] = []  # static tensor guards, checked last, together
+        self.tensor_checks: list[tuple[str, str]] = []  # (local, its guard's line): static tensors, checked last
 
     def bind(self, value: Any) -> str:
         if id(value) not in self.bound:
@@ -124,8 +124,8 @@ class _Writer:
             self.namespace[f"holds_{number}"] = guard.predicate
             condition = f"holds_{number}({value})"
         if guard.static_tensor:
-            self.tensor_checks.append(f"    if not ({condition}): return None  # {_one_line(guard.description)}")
-            self.tensor_checks.append(value)
+            line = f"            if not ({condition}): return None  # {_one_line(guard.description)}"
+            self.tensor_checks.append((value, line))
         else:
             self.emit(f"if not ({condition}): return None", guard.description)
 
@@ -133,10 +133,10 @@ class _Writer:
         """The static tensor guards: one call to `tensors.check`, each guard only if that fails."""
         if not self.tensor_checks:
             return
-        checks, values = self.tensor_checks[::2], ", ".join(self.tensor_checks[1::2])
+        values = ", ".join(value for value, _ in self.tensor_checks)
         self.namespace["tensors"] = TensorsSeen()
         self.emit(f"if not tensors.check({values}):", "every tensor below in one call, once it has seen them")
-        self.lines += [f"        {check}" for check in checks]
+        self.lines += [line for _, line in self.tensor_checks]
         self.lines.append(f"            tensors.learn({values})")
 
     def emit(self, code: str, comment: str) -> None:
