@@ -31,7 +31,9 @@ class Hostile(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         for name in ATTRIBUTES:
-            setattr(self, name, nn.Parameter(torch.rand(6) + 0.5))
+            # near 1: the product of ~40 of them stays near x, where sin() does not magnify the
+            # few ulps another multiplication order gives (from 0.5-1.5 it reached ~100: a flaky test)
+            setattr(self, name, nn.Parameter(torch.rand(6) * 0.1 + 0.95))
         inner = nn.Module()
         inner.register_buffer("while", torch.randn(6))
         setattr(self, "import", inner)  # a submodule named like a keyword
