@@ -49,7 +49,7 @@ from minicompiler.report import CompileReport, GraphReport, StageRecord
 from minicompiler.reporting import describe_fusion, describe_kernels, describe_schedule, node_lines
 from minicompiler.runtime import progress
 from minicompiler.runtime.autotune import AutotunedModule
-from minicompiler.runtime.cuda_graphs import CUDAGraphRunner
+from minicompiler.runtime.cuda_graphs import EVERY_OUTPUT, CUDAGraphRunner
 from minicompiler.simplify import simplify, simplify_with_log
 
 BACKENDS = ("auto", "cpp", "triton", "eager")
@@ -162,17 +162,18 @@ class CompiledGraph:
         graph = self.artifacts["simplify"]
         if picks_at_argmax(graph) or relus_of_addmm(graph):  # lowering may rewrite these in place; the
             graph = copy_graph(graph)  # training program differentiates the original (torch's gradients)
-        module = self._lower(graph, stage_suffix="", written_back=self._in_place_candidates(graph))
-        return (self._launcher(module, lend_last=len(self.written_back)) if module is not None
+        in_place = self._in_place_candidates(graph)
+        module = self._lower(graph, stage_suffix="", written_back=in_place)
+        return (self._launcher(module, len(self.written_back), _positions(graph, in_place)) if module is not None
                 else run_with_torch(self.graph))
 
     def _in_place_candidates(self, graph: Graph, saved: int = 0) -> dict[Node, Node]:
         """New value -> the input it goes into, for the kernels that may write it in place. None when
-        the program is run more than once per call on the same inputs (CUDA graphs warm up twice,
-        max-autotune times its trials): each run would change the input again. The new values end
-        the graph's outputs, or come just before the `saved` tensors of a training forward; an
-        input the forward saves for the backward keeps its old value (no in-place write)."""
-        if not self.written_back or self.cuda_graphs or self.autotune:
+        max-autotune runs the program more than once per call on the same inputs (its trials): each
+        run would change the input again. (A CUDA graph's warm-up runs put back what they change.)
+        The new values end the graph's outputs, or come just before the `saved` tensors of a
+        training forward; an input the forward saves for the backward keeps its old value."""
+        if not self.written_back or self.autotune:
             return {}
         outputs = graph.outputs
         new_values = outputs[len(outputs) - saved - len(self.written_back): len(outputs) - saved]
@@ -180,10 +181,11 @@ class CompiledGraph:
         return {value: graph.inputs[index] for value, index in zip(new_values, self.written_back, strict=True)
                 if isinstance(value, Node) and value.op != "placeholder" and graph.inputs[index] not in kept}
 
-    def _launcher(self, module: Runner, lend_last: int = 0) -> Runner:
+    def _launcher(self, module: Runner, lend_last: int = 0, written: list[int] | None = None) -> Runner:
         """The program as called: replayed from CUDA graphs in mode="reduce-overhead", its last
-        `lend_last` outputs (new values written back, a forward's saved tensors) lent uncopied."""
-        return CUDAGraphRunner(module, lend_last) if self.cuda_graphs else module
+        `lend_last` outputs (new values written back, a forward's saved tensors, a backward's
+        gradients) lent uncopied; it may change its inputs at positions `written` in place."""
+        return CUDAGraphRunner(module, lend_last, written or ()) if self.cuda_graphs else module
 
     def _compile_training(self) -> Runner:
         if self.backend == "eager":
@@ -200,8 +202,9 @@ class CompiledGraph:
                 record.text += f"\nrecomputed in the backward (checkpointed): {', '.join(recomputed)}"
             self._record_autograd(joint, forward, backward, saved)
             forward, backward = simplify(forward), simplify(backward)
+            in_place = self._in_place_candidates(forward, len(saved))
             run_forward = self._lower(forward, " (forward)", fallback=False, keep_last=len(saved),
-                                      written_back=self._in_place_candidates(forward, len(saved)))
+                                      written_back=in_place)
             follow_saved_layouts(forward, backward, len(saved))  # saved tensors arrive as the forward laid them out
             # The backward may free each saved tensor after its last use; not where a program runs
             # twice on one input list (CUDA graphs record and replay it, autotuning times trials)
@@ -215,8 +218,8 @@ class CompiledGraph:
             return run_with_torch(self.graph)
         assert run_forward is not None and run_backward is not None
         lend_last = len(self.written_back) + len(saved)  # the forward's outputs end with these two groups
-        return make_trainable(self._launcher(run_forward, lend_last), self._launcher(run_backward),
-                              joint, saved, self.written_back)
+        return make_trainable(self._launcher(run_forward, lend_last, _positions(forward, in_place)),
+                              self._launcher(run_backward, EVERY_OUTPUT), joint, saved, self.written_back)
 
     def _lower(self, graph: Graph, stage_suffix: str, fallback: bool = True,
                written_back: dict[Node, Node] | None = None, keep_last: int = 0,
@@ -293,6 +296,12 @@ AUTOCAST_FALLBACK = "called inside a torch.autocast region: ran the captured gra
 
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
+
+
+def _positions(graph: Graph, in_place: dict[Node, Node]) -> list[int]:
+    """Where the inputs that kernels may write in place are in `graph`'s input list."""
+    targets = set(in_place.values())
+    return [position for position, node in enumerate(graph.inputs) if node in targets]
 
 
 def _timed(report: GraphReport, name: str, step: Callable[[], Any]) -> tuple[Any, StageRecord]:

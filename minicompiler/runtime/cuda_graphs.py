@@ -16,22 +16,27 @@ Copying costs a launch too, so the runner avoids copies where it safely can:
   tensor the graph reads.
 - Outputs are cloned out, because the next replay overwrites them; an output that is an input
   (a weight saved for the backward) is handed back as that input.
-- A forward's saved tensors, and the new values of inputs the program changes (which the
-  caller copies into those inputs at once), are *lent* instead (`lend_last`): handed out
-  uncopied, as aliases of the graph's own output memory, which nothing outside minicompiler
-  sees. Autograd drops saved tensors once the backward has run, which in a training loop is
-  before the next forward; a lent tensor still alive when the graph is about to replay again
-  (a second forward before the backward, `retain_graph=True`) is given its own copy first. So
-  the usual step needs no clone of saved tensors, and the backward graph, borrowing them, no
-  copy either.
+- A forward's saved tensors, the new values of inputs the program changes (which the caller
+  copies into those inputs at once) and a backward's gradients are *lent* instead (`lend_last`):
+  handed out uncopied, as aliases of the graph's own output memory. Autograd drops saved
+  tensors once the backward has run, which in a training loop is before the next forward, and
+  an optimizer's `zero_grad()` drops the gradients before the next backward; a lent tensor
+  still alive when the graph is about to replay again (a second forward before the backward,
+  `retain_graph=True`, gradients accumulated over steps) is given its own copy first. So the
+  usual step clones neither saved tensors nor gradients, and the backward graph, borrowing the
+  saved tensors, copies none in either.
+- An input the program changes in place (`written`: a BatchNorm's running statistics) is
+  written by the graph itself when it is borrowed, as without a graph. The warm-up runs before
+  a recording would change it twice more, so it is put back after them.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -40,6 +45,7 @@ from minicompiler.ir import flatten, map_structure
 
 Runner = Callable[[list[torch.Tensor]], Any]
 MAX_CHANGED_RECORDINGS = 4  # recordings after which only parameters are read in place
+EVERY_OUTPUT = sys.maxsize  # lend_last for a program whose outputs are all lent (a backward's gradients)
 
 # Aliases of some graph's output memory, handed out uncopied and not yet given copies of their own,
 # by id (a WeakSet would compare tensors with ==, which is elementwise).
@@ -65,11 +71,13 @@ def _layout(tensors: list[torch.Tensor]) -> list[tuple]:
 class CUDAGraphRunner:
     """Wraps `run(inputs)`; on CUDA inputs it records a CUDA graph on the second call and replays it.
     A call with other shapes, or a borrowed input found elsewhere in memory, records again.
-    The last `lend_last` outputs are lent rather than cloned (see the module's docstring)."""
+    The last `lend_last` outputs are lent rather than cloned; the inputs at positions `written`
+    may be changed in place by the program (see the module's docstring)."""
 
-    def __init__(self, run: Runner, lend_last: int = 0) -> None:
+    def __init__(self, run: Runner, lend_last: int = 0, written: Sequence[int] = ()) -> None:
         self.run = run
         self.lend_last = lend_last
+        self.written = tuple(written)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.static_inputs: list[torch.Tensor] = []
         self.layout: list[tuple] = []
@@ -117,6 +125,10 @@ class CUDAGraphRunner:
         """The static outputs: cloned, or lent (the last `lend_last`); an output that is one of
         the inputs (a weight the backward needs) is that input, as without a graph."""
         passed_through = {id(static): tensor for static, tensor in zip(self.static_inputs, inputs, strict=True)}
+        # a copied-in input the graph changed: its new value is in the static copy, for the caller to copy back
+        for position in self.written:
+            if not self.borrowed[position]:
+                del passed_through[id(self.static_inputs[position])]
         positions = itertools.count()
         first_lent = self.num_outputs - self.lend_last
 
@@ -158,12 +170,15 @@ class CUDAGraphRunner:
         if self.graph is not None:
             self.graph.reset()  # before the new recording: see the capture stream below
         # Warm up on a side stream first: the first calls build kernels and allocate, which a
-        # recording must not contain.
+        # recording must not contain. The inputs the program changes are put back after them.
+        before = [self.static_inputs[position].clone() for position in self.written]
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream), torch.no_grad():
             for _ in range(2):
                 self.run(self.static_inputs)
+            for position, value in zip(self.written, before, strict=True):
+                self.static_inputs[position].copy_(value)
         torch.cuda.current_stream().wait_stream(stream)
         self.graph = torch.cuda.CUDAGraph()
         # Record on a stream of its own. cuBLAS keeps a workspace per stream, which a recorded

@@ -1,6 +1,7 @@
 """CUDAGraphRunner on a real GPU (mode="reduce-overhead"): replays give the program's results for
-new inputs, borrowed inputs that move are noticed, lent outputs keep their values when they are
-still held at the next replay, and a backward graph reads a forward's lent outputs in place.
+new inputs, borrowed inputs that move are noticed, lent outputs (gradients too) keep their values
+when they are still held at the next replay, a backward graph reads a forward's lent outputs in
+place, and an input the program changes in place changes once per call.
 (CI has no GPU: these run on the lent H100; benchmarks/device_run.sh runs them.)"""
 
 import copy
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 import minicompiler
-from minicompiler.runtime.cuda_graphs import CUDAGraphRunner
+from minicompiler.runtime.cuda_graphs import EVERY_OUTPUT, CUDAGraphRunner
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
@@ -58,6 +59,45 @@ def test_a_backward_graph_reads_lent_outputs_in_place():
     assert forward.lent == [] or forward.lent[0]() is None
 
 
+def counting_program(inputs):
+    x, count = inputs
+    count.add_(1)  # changed in place, as a kernel writes a BatchNorm's running statistics
+    return x + count, count
+
+
+def test_an_input_changed_in_place_changes_once_per_call_across_warm_ups_and_recordings():
+    runner = CUDAGraphRunner(counting_program, lend_last=1, written=[1])
+    count = torch.zeros(8, device="cuda")  # the same tensor every call: borrowed, written by the graph
+    for calls in range(1, 6):
+        x = torch.randn(8, device="cuda")
+        total, new_count = runner([x, count])
+        assert new_count is count  # handed back as the input itself: nothing to copy back
+        torch.testing.assert_close(count, torch.full((8,), float(calls), device="cuda"))
+        torch.testing.assert_close(total, x + calls)
+    assert runner.recordings == 1 and runner.borrowed == [False, True]
+
+
+def test_an_input_changed_in_place_but_copied_in_comes_back_as_its_new_value():
+    runner = CUDAGraphRunner(counting_program, lend_last=1, written=[1])
+    for _ in range(4):
+        count = torch.randn(8, device="cuda")  # a new tensor each call: copied into the graph's own
+        before = count.clone()
+        _, new_count = runner([torch.randn(8, device="cuda"), count])
+        torch.testing.assert_close(new_count, before + 1)  # the caller copies it into `count`
+    assert runner.graph is not None and runner.borrowed == [False, False]
+
+
+def test_lent_gradients_kept_past_the_next_backward_keep_their_values():
+    backward = CUDAGraphRunner(backward_program, lend_last=EVERY_OUTPUT)
+    held = []
+    for _ in range(4):
+        saved, grad = torch.randn(1000, device="cuda"), torch.randn(1000, device="cuda")
+        held.append((backward([saved, grad])[0], grad * saved))  # kept, as accumulated gradients are
+    for result, expected in held:
+        torch.testing.assert_close(result, expected)
+    assert held[-1][0].data_ptr() == backward.static_outputs[0].data_ptr()  # lent, not cloned
+
+
 def test_a_moved_parameter_is_noticed():
     weight = torch.nn.Parameter(torch.randn(1000, device="cuda"))
     runner = CUDAGraphRunner(lambda inputs: (inputs[0] * inputs[1],))
@@ -102,6 +142,18 @@ def test_training_steps_match_eager(models):
         x = torch.randn(32, 64, device="cuda")
         for mine, theirs in zip(_step(compiled, model, x), _step(reference, reference, x), strict=True):
             torch.testing.assert_close(mine, theirs, rtol=1e-3, atol=1e-5)
+
+
+def test_gradients_accumulated_over_steps_match_eager(models):
+    reference, compiled, model = models
+    model.zero_grad()
+    reference.zero_grad()
+    for _ in range(4):  # no zero_grad between the steps: each backward adds to the gradients held
+        x = torch.randn(32, 64, device="cuda")
+        compiled(x).square().mean().backward()
+        reference(x).square().mean().backward()
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-5)
 
 
 def test_two_forwards_before_their_backwards_match_eager(models):
