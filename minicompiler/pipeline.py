@@ -49,7 +49,7 @@ from minicompiler.report import CompileReport, GraphReport, StageRecord
 from minicompiler.reporting import describe_fusion, describe_kernels, describe_schedule, node_lines
 from minicompiler.runtime import progress
 from minicompiler.runtime.autotune import AutotunedModule
-from minicompiler.runtime.cuda_graphs import EVERY_OUTPUT, CUDAGraphRunner
+from minicompiler.runtime.cuda_graphs import CUDAGraphRunner
 from minicompiler.simplify import simplify, simplify_with_log
 
 BACKENDS = ("auto", "cpp", "triton", "eager")
@@ -183,8 +183,8 @@ class CompiledGraph:
 
     def _launcher(self, module: Runner, lend_last: int = 0, written: list[int] | None = None) -> Runner:
         """The program as called: replayed from CUDA graphs in mode="reduce-overhead", its last
-        `lend_last` outputs (new values written back, a forward's saved tensors, a backward's
-        gradients) lent uncopied; it may change its inputs at positions `written` in place."""
+        `lend_last` outputs (new values written back, a forward's saved tensors) lent uncopied;
+        it may change its inputs at positions `written` in place."""
         return CUDAGraphRunner(module, lend_last, written or ()) if self.cuda_graphs else module
 
     def _compile_training(self) -> Runner:
@@ -219,7 +219,7 @@ class CompiledGraph:
         assert run_forward is not None and run_backward is not None
         lend_last = len(self.written_back) + len(saved)  # the forward's outputs end with these two groups
         return make_trainable(self._launcher(run_forward, lend_last, _positions(forward, in_place)),
-                              self._launcher(run_backward, EVERY_OUTPUT), joint, saved, self.written_back)
+                              self._launcher(run_backward), joint, saved, self.written_back)
 
     def _lower(self, graph: Graph, stage_suffix: str, fallback: bool = True,
                written_back: dict[Node, Node] | None = None, keep_last: int = 0,

@@ -205,8 +205,8 @@ def test_layout_optimization_on_by_default_on_cuda() -> None:
 def one_convolution_among_many_ops(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """A ViT's shape: one convolution (the patch embedding), then hundreds of other ops."""
     y = torch.nn.functional.conv2d(x, weight, stride=4)
-    for _ in range(110):
-        y = torch.relu(y * 1.5 - 0.25)
+    for _ in range(110):  # each step shrinks a difference (x 1.5 magnified TF32's by 1.5^110)
+        y = torch.relu(y * 0.99 + 0.01)
     return y
 
 

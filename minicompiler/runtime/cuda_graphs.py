@@ -14,17 +14,18 @@ Copying costs a launch too, so the runner avoids copies where it safely can:
   the recorded address (else it records again; after a few such changes only parameters are
   borrowed). Every other input (a new batch, the incoming gradient) is copied into a *static*
   tensor the graph reads.
-- Outputs are cloned out, because the next replay overwrites them; an output that is an input
-  (a weight saved for the backward) is handed back as that input.
-- A forward's saved tensors, the new values of inputs the program changes (which the caller
-  copies into those inputs at once) and a backward's gradients are *lent* instead (`lend_last`):
-  handed out uncopied, as aliases of the graph's own output memory. Autograd drops saved
-  tensors once the backward has run, which in a training loop is before the next forward, and
-  an optimizer's `zero_grad()` drops the gradients before the next backward; a lent tensor
-  still alive when the graph is about to replay again (a second forward before the backward,
-  `retain_graph=True`, gradients accumulated over steps) is given its own copy first. So the
-  usual step clones neither saved tensors nor gradients, and the backward graph, borrowing the
-  saved tensors, copies none in either.
+- Outputs are copied out, because the next replay overwrites them: into one new block of memory
+  per dtype, by one launch (a backward's ~60 gradients were ~60 clones). An output that is an
+  input (a weight saved for the backward) is handed back as that input.
+- A forward's saved tensors, and the new values of inputs the program changes (which the
+  caller copies into those inputs at once), are *lent* instead (`lend_last`): handed out
+  uncopied, as aliases of the graph's own output memory, which nothing outside minicompiler
+  sees. Autograd drops saved tensors once the backward has run, which in a training loop is
+  before the next forward; a lent tensor still alive when the graph is about to replay again
+  (a second forward before the backward, `retain_graph=True`) is given its own copy first. So
+  the usual step needs no clone of saved tensors, and the backward graph, borrowing them, no
+  copy either. (Gradients cannot be lent: autograd keeps a new tensor object over a gradient's
+  memory as `.grad`, which the runner could not give a copy of its own.)
 - An input the program changes in place (`written`: a BatchNorm's running statistics) is
   written by the graph itself when it is borrowed, as without a graph. The warm-up runs before
   a recording would change it twice more, so it is put back after them.
@@ -34,7 +35,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import sys
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -45,7 +45,6 @@ from minicompiler.ir import flatten, map_structure
 
 Runner = Callable[[list[torch.Tensor]], Any]
 MAX_CHANGED_RECORDINGS = 4  # recordings after which only parameters are read in place
-EVERY_OUTPUT = sys.maxsize  # lend_last for a program whose outputs are all lent (a backward's gradients)
 
 # Aliases of some graph's output memory, handed out uncopied and not yet given copies of their own,
 # by id (a WeakSet would compare tensors with ==, which is elementwise).
@@ -131,6 +130,7 @@ class CUDAGraphRunner:
                 del passed_through[id(self.static_inputs[position])]
         positions = itertools.count()
         first_lent = self.num_outputs - self.lend_last
+        copied: dict[int, torch.Tensor] = {}  # the outputs to copy out, by id
 
         def output(value: Any) -> Any:
             lend = next(positions) >= first_lent
@@ -138,9 +138,14 @@ class CUDAGraphRunner:
                 return value
             if id(value) in passed_through:
                 return passed_through[id(value)]
-            return self._lend(value) if lend else value.clone()
+            if lend:
+                return self._lend(value)
+            copied[id(value)] = value
+            return value
 
-        return map_structure(output, self.static_outputs)
+        handed_out = map_structure(output, self.static_outputs)
+        copies = dict(zip(copied, _copies(list(copied.values())), strict=True))
+        return map_structure(lambda value: copies.get(id(value), value), handed_out)
 
     def _lend(self, static: torch.Tensor) -> torch.Tensor:
         # A tensor of its own over the graph's memory, tracked weakly, with a version counter of its
@@ -191,3 +196,30 @@ class CUDAGraphRunner:
             self.static_outputs = self.run(self.static_inputs)
         self.num_outputs = sum(1 for _ in flatten(self.static_outputs))
         self.recordings += 1
+
+
+def _copies(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """A copy of each tensor, with its strides. Dense ones of one dtype share one new block of
+    memory and are copied by one launch (`torch._foreach_copy_`); the rest are cloned."""
+    copies: dict[int, torch.Tensor] = {}
+    groups: dict[tuple[torch.dtype, torch.device], list[torch.Tensor]] = {}
+    for tensor in tensors:
+        if _dense(tensor):
+            groups.setdefault((tensor.dtype, tensor.device), []).append(tensor)
+        else:
+            copies[id(tensor)] = tensor.clone()
+    for (dtype, device), group in groups.items():
+        step = max(1, 64 // group[0].element_size())  # each copy starts 64-byte aligned
+        starts = list(itertools.accumulate((-(-t.numel() // step) * step for t in group), initial=0))
+        block = torch.empty(starts[-1], dtype=dtype, device=device)
+        views = [block.as_strided(t.shape, t.stride(), start) for t, start in zip(group, starts, strict=False)]
+        torch._foreach_copy_(views, group)
+        copies.update((id(t), view) for t, view in zip(group, views, strict=True))
+    return [copies[id(t)] for t in tensors]
+
+
+def _dense(tensor: torch.Tensor) -> bool:
+    """Does the tensor fill exactly its numel() elements of memory (so a copy with its strides does)?"""
+    if tensor.is_contiguous():
+        return True
+    return tensor.dim() == 4 and tensor.is_contiguous(memory_format=torch.channels_last)

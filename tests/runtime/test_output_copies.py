@@ -1,0 +1,41 @@
+"""The copies a CUDA graph runner hands out (runtime/cuda_graphs.py `_copies`): one block of memory
+per dtype for the dense outputs, each copy with its tensor's values and strides and memory of its
+own; other outputs cloned. Runs on the CPU too: nothing here needs a graph."""
+
+import torch
+
+from minicompiler.runtime.cuda_graphs import _copies
+
+
+def test_copies_have_the_values_and_strides_and_memory_of_their_own():
+    tensors = [torch.randn(64, 3, 7, 7).contiguous(memory_format=torch.channels_last), torch.randn(5),
+               torch.randn(3, 4).t(), torch.randn(2, 3), torch.arange(6), torch.randn(0)]
+    copies = _copies(tensors)
+    for tensor, copy in zip(tensors, copies, strict=True):
+        assert copy.stride() == tensor.stride() and copy.dtype == tensor.dtype
+        torch.testing.assert_close(copy, tensor)
+    before = [t.clone() for t in tensors]
+    for tensor in tensors:
+        tensor.zero_()  # as the next replay overwrites the graph's outputs
+    for copy, value in zip(copies, before, strict=True):
+        torch.testing.assert_close(copy, value)
+
+
+def test_dense_copies_of_one_dtype_share_one_block_each_aligned():
+    channels_last = torch.randn(2, 8, 4, 4).contiguous(memory_format=torch.channels_last)
+    tensors = [torch.randn(3), torch.randn(17, 5), channels_last]
+    copies = _copies(tensors)
+    storages = {c.untyped_storage().data_ptr() for c in copies}
+    assert len(storages) == 1
+    assert all(c.data_ptr() % 64 == 0 for c in copies)
+    ends = sorted((c.data_ptr(), c.data_ptr() + 4 * c.numel()) for c in copies)
+    assert all(end <= start for (_, end), (start, _) in zip(ends, ends[1:], strict=False))  # no overlap
+
+
+def test_a_strided_view_is_cloned_and_the_same_tensor_twice_is_copied_once():
+    base = torch.randn(8, 8)
+    every_other = base[:, ::2]  # not dense: a copy with its strides would need more memory
+    copies = _copies([every_other, base, base])
+    torch.testing.assert_close(copies[0], every_other)
+    assert copies[0].untyped_storage().data_ptr() != copies[1].untyped_storage().data_ptr()
+    assert copies[1] is copies[2]
