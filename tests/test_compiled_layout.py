@@ -234,7 +234,9 @@ def test_layout_optimization_is_worth_it_only_with_enough_convolutions() -> None
 def test_one_convolution_among_many_ops_stays_row_major_on_cuda() -> None:
     x, weight = torch.randn(2, 3, 16, 16, device="cuda"), torch.randn(8, 3, 4, 4, device="cuda")
     compiled = minicompiler.compile(one_convolution_among_many_ops)
-    torch.testing.assert_close(compiled(x, weight), one_convolution_among_many_ops(x, weight))
+    # 220 float32 roundings per element in eager, fewer in one kernel (fused multiply-adds): ~1e-5 apart
+    expected = one_convolution_among_many_ops(x, weight)
+    torch.testing.assert_close(compiled(x, weight), expected, rtol=1e-4, atol=1e-5)
     graph = compiled.report.graphs[0]
     assert "layout optimization skipped" in graph.stage("layout").text
     assert "channels_last_copy(" not in graph.stage("codegen").text
