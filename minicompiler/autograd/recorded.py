@@ -29,12 +29,14 @@ def record_library_calls(joint: JointGraph) -> list[str]:
                 or CHECKPOINT in forward.tags):
             continue
         fn, argnum, grad, *args = node.args
-        called = forward.args if forward.op == "torch_call" else forward.args[1:]
+        called = forward.args if forward.op == "torch_call" else forward.args[2:]
         if not _same_call(called, forward.kwargs, (fn, *args), node.kwargs):
             continue
-        if forward.op == "torch_call":
-            forward.op, forward.args = "recorded_call", (forward.name, *forward.args)
+        if forward.op == "torch_call":  # recorded_call(name, the arguments differentiated, fn, *args)
+            forward.op, forward.args = "recorded_call", (forward.name, (), *forward.args)
             notes.append(f"{forward.name}: {getattr(fn, '__name__', fn)} keeps its backward from the forward")
+        name, differentiated, *call = forward.args
+        forward.args = (name, tuple(sorted({*differentiated, argnum})), *call)
         node.op, node.args = "recorded_vjp", (forward.name, forward, fn, argnum, grad, *args)
     return notes
 

@@ -194,7 +194,7 @@ RULES: dict[str, ShapeRule] = {
     "cat": lambda tensors, dim=0: _cat([_shape(t) for t in tensors], dim),
     "torch_call": lambda fn, *args, **kwargs: _torch_call(fn, *args, **kwargs),
     "torch_call_vjp": lambda fn, argnum, grad, *args, **kwargs: _shape(args[argnum]),  # like its input
-    "recorded_call": lambda name, fn, *args, **kwargs: _torch_call(fn, *args, **kwargs),
+    "recorded_call": lambda name, differentiable, fn, *args, **kwargs: _torch_call(fn, *args, **kwargs),
     "recorded_vjp": lambda name, result, fn, argnum, grad, *args, **kwargs: _shape(args[argnum]),
     "full": lambda shape, *rest, **kw: tuple(shape),
     "iota": lambda shape, *rest, **kw: tuple(shape),

@@ -95,3 +95,33 @@ def test_a_checkpointed_call_is_still_run_again_in_the_backward() -> None:
     assert_same_gradients(model, reference, x, x_ref)
     autograd = next(s.text for g in compiled.report.graphs for s in g.stages if s.name == "autograd")
     assert "keeps its backward from the forward" not in autograd
+
+
+def test_gradients_come_from_the_recorded_node_itself_where_it_takes_the_arguments() -> None:
+    from minicompiler.ir.recorded_calls import TAPE, _from_the_node, recorded_call, recorded_vjps
+
+    q, k, v = (torch.randn(2, 4, 16, 8) for _ in range(3))
+    mask = torch.randn(16, 16)
+    token = TAPE.set({})
+    try:
+        out = recorded_call("attention", (0, 1, 2), F.scaled_dot_product_attention, q, k, v, mask)
+        recorded, leaves = TAPE.get()["attention"]
+        assert sorted(leaves) == [0, 1, 2]  # the mask is no leaf: torch keeps its fused attention
+        grad = torch.randn_like(out)
+        direct = _from_the_node(recorded, [leaves[0], leaves[1], leaves[2]], grad)
+        assert direct is not None  # the attention node's inputs are the leaves: called directly
+        engine = torch.autograd.grad(recorded, [leaves[0], leaves[1], leaves[2]], grad, retain_graph=True)
+        for mine, theirs in zip(direct, engine, strict=True):
+            torch.testing.assert_close(mine, theirs)
+        got = recorded_vjps("attention", out, F.scaled_dot_product_attention, (0, 1, 2), grad, q, k, v, mask)
+        for mine, theirs in zip(got, engine, strict=True):
+            torch.testing.assert_close(mine, theirs)
+        # two ops after the arguments: the engine runs them both
+        x = torch.randn(5)
+        recorded_call("twice", (0,), lambda t: (t * 2).sin(), x)
+        recorded, leaves = TAPE.get()["twice"]
+        assert _from_the_node(recorded, [leaves[0]], torch.ones(5)) is None
+        (gradient,) = recorded_vjps("twice", recorded.detach(), lambda t: (t * 2).sin(), (0,), torch.ones(5), x)
+        torch.testing.assert_close(gradient, 2 * torch.cos(2 * x))
+    finally:
+        TAPE.reset(token)
