@@ -98,6 +98,20 @@ def _factored_sum(g: Graph, a: Node, b: Node, dims: Sequence[int], keepdim: bool
     return g.call("reshape", product, kept)
 
 
+def _positions_in_range(g: Graph, x: Node, low: Any, high: Any) -> Node | None:
+    # x viewed from an iota (positions 0 .. n-1: `torch.arange(seq)` as a position embedding's
+    # indices) holds only those values; a check of them is four launches for nothing
+    source = x
+    while isinstance(source, Node) and source.op in ("reshape", "permute", "expand", "slice", "detach"):
+        source = source.args[0]
+    if not isinstance(source, Node) or source.op != "iota":
+        return None
+    shape, dim = source.args[0], source.args[1]
+    count = shape[dim]
+    in_range = isinstance(count, int) and isinstance(low, int) and isinstance(high, int) and low <= 0 and count <= high
+    return x if in_range else None
+
+
 RULES: list[Rule] = [
     Rule("x*1 -> x", P("mul", "x", 1), lambda g, x: x),
     # -0.0 + 0 is +0.0, so only the sign of a zero can differ
@@ -137,6 +151,8 @@ RULES: list[Rule] = [
          _transposed_product, sole_use=True),
     Rule("sum(a*b) -> sum(a)*sum(b) where each summed dim is one factor's",
          P("sum", P("mul", "a", "b"), Arg("dims"), Arg("keepdim")), _factored_sum, sole_use=True),
+    Rule("check_indices(positions 0..n-1 within bounds) -> positions",
+         P("check_indices", "x", Arg("low"), Arg("high")), _positions_in_range),
 ]
 
 

@@ -78,7 +78,16 @@ RULE_EXAMPLES: dict[str, tuple[Build, list[str], tuple[int, ...]]] = {
                             (1, 2), False),
         ["reshape", "reshape", "sum", "sum", "mul", "reshape"], (2, 3),
     ),
+    # a position embedding's indices: torch.arange(4) broadcast over the batch, within a table of 4
+    "check_indices(positions 0..n-1 within bounds) -> positions": (
+        lambda g, x: g.call("add", x, g.call("convert", g.call("check_indices", positions(g, 4), 0, 4), torch.float32)),
+        ["iota", "expand", "convert", "add"], (3, 4),
+    ),
 }
+
+
+def positions(g: Graph, count: int) -> Node:
+    return g.call("expand", g.call("iota", (1, count), 1, torch.int64, "cpu"), (3, count))
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.name)
@@ -113,6 +122,9 @@ def test_rule_fires_and_keeps_the_result(rule) -> None:
          lambda g, x: g.call("add", g.call("sum", p := g.call("mul", g.call("reshape", x, (3, 1)),
                                                                g.call("reshape", x, (1, 3))), (0, 1), True), p),
          (3,), torch.float32),
+        ("position 4 is past a table of 4",
+         lambda g, x: g.call("check_indices", positions(g, 4), 0, 3), (3, 4), torch.float32),
+        ("indices a user gives are checked", lambda g, x: g.call("check_indices", x, 0, 4), (3, 4), torch.int64),
         ("the product is read untransposed too: it would be computed twice",
          lambda g, x: g.call("add", g.call("permute", p := g.call("matmul", x, x), (1, 0)), p), (3, 3),
          torch.float32),
