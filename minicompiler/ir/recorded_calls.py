@@ -91,7 +91,7 @@ def _from_the_node(recorded: torch.Tensor, leaves: list[torch.Tensor],
     if any(id(leaf) not in inputs for leaf in leaves):
         return None
     grads = node(grad)
-    grads = (grads,) if isinstance(grads, torch.Tensor) else grads
+    grads = grads if isinstance(grads, tuple) else (grads,)  # one input: one gradient, or None
     by_leaf = dict(zip(inputs, grads, strict=True))
     found = [by_leaf[id(leaf)] for leaf in leaves]
     # None where the node computed nothing: inside `torch.autograd.grad(out, inputs)` the engine
