@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
@@ -22,3 +25,15 @@ class DispatchedOps(TorchDispatchMode):
 def dispatched_ops() -> type[DispatchedOps]:
     """The class above: `with dispatched_ops() as ops:` counts what a compiled call dispatches."""
     return DispatchedOps
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A case of the Triton backend on CPU tensors runs through Triton's interpreter, which the README's
+    test command turns on (TRITON_INTERPRET=1). Run without it (a GPU machine, say), the backend
+    refuses CPU tensors, as it should: the case is skipped, saying why, rather than failed.
+    (`-p tests.triton_on_gpu` runs these cases on the GPU instead.)"""
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    device = str(params.get("device", torch.get_default_device().type))
+    if params.get("backend") == "triton" and device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("the Triton backend on CPU tensors runs in Triton's interpreter: set TRITON_INTERPRET=1")
