@@ -70,7 +70,7 @@ def _layout(tensors: list[torch.Tensor]) -> list[tuple]:
 class CUDAGraphRunner:
     """Wraps `run(inputs)`; on CUDA inputs it records a CUDA graph on the second call and replays it.
     A call with other shapes, or a borrowed input found elsewhere in memory, records again.
-    The last `lend_last` outputs are lent rather than cloned; the inputs at positions `written`
+    The last `lend_last` outputs are lent rather than copied; the inputs at positions `written`
     may be changed in place by the program (see the module's docstring)."""
 
     def __init__(self, run: Runner, lend_last: int = 0, written: Sequence[int] = ()) -> None:
@@ -121,8 +121,8 @@ class CUDAGraphRunner:
                 for t, before in zip(inputs, previous, strict=True)]
 
     def _outputs(self, inputs: list[torch.Tensor]) -> Any:
-        """The static outputs: cloned, or lent (the last `lend_last`); an output that is one of
-        the inputs (a weight the backward needs) is that input, as without a graph."""
+        """The static outputs: copied out (`_copies`), or lent (the last `lend_last`); an output
+        that is one of the inputs (a weight the backward needs) is that input, as without a graph."""
         passed_through = {id(static): tensor for static, tensor in zip(self.static_inputs, inputs, strict=True)}
         # a copied-in input the graph changed: its new value is in the static copy, for the caller to copy back
         for position in self.written:
