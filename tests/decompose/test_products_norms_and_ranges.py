@@ -44,7 +44,7 @@ CASES: dict[str, tuple[Callable[..., Any], list[tuple[int, ...]]]] = {
     "cosine_similarity_eps": (lambda a, b: F.cosine_similarity(a * 0.01, b, dim=0, eps=0.5), [(5, 3), (5, 3)]),
     "prelu": (F.prelu, [(4, 3, 5), (3,)]),
     "prelu_one": (F.prelu, [(4, 3), (1,)]),
-    "isclose": (lambda a, b: torch.isclose(a, _near(a, b)), [(4, 9), (4, 9)]),
+    "isclose": (torch.isclose, [(4, 9), (4, 9)]),  # see _arguments
     "isclose_nan": (lambda a, b: torch.isclose(a, b, equal_nan=True), [(4, 5), (4, 5)]),  # see SPECIALS
     "isclose_exact": (lambda a, b: torch.isclose(a, a.round(), rtol=0, atol=0), [(4, 9), (4, 9)]),
     "group_norm": (lambda x, w, b: F.group_norm(x, 2, w, b, eps=1e-3), [(3, 4, 5), (4,), (4,)]),
@@ -97,7 +97,10 @@ def _arguments(name: str, dtype: torch.dtype) -> list[torch.Tensor]:
     args = [torch.randn(shape, dtype=torch.float64) for shape in CASES[name][1]]
     for arg, row in zip(args, SPECIALS.get(name, []), strict=False):
         arg[0] = torch.tensor(row)
-    if name == "isclose_nan":  # the other rows: some elements close, some not
+    if name in ("isclose", "isclose_nan"):  # the other rows: some elements close, some not
+        # made here in float64, not in the compiled function: -ffast-math may fuse or reorder the
+        # multiply and add there, moving b by an ulp, which flips an element at the boundary (CI
+        # failed so, on 1 element of 36; about 1 run in 30)
         args[1][1:] = _near(args[0][1:], args[1][1:])
     return [arg.to(dtype) for arg in args]
 
