@@ -9,9 +9,9 @@ windows of varying length (start = floor(o * n / out), end = ceil((o + 1) * n / 
 as long as the longest, and the taps past a window's end are masked like the padding.
 
 Where torch returns the positions of the maxima (return_indices), they are an `argmax` over the
-window, turned into the offset in x's spatial dims by picking that tap's offset with a `where`. The
-values are picked the same way where x needs a gradient: torch sends a window's gradient to that
-one element, where amax's rule would share it among ties (a window of ReLU zeros).
+window, turned into that tap's offset in x's spatial dims. Where x needs a gradient, the values are
+read from x at that tap: torch sends a window's gradient to that one element, where amax's rule
+would share it among ties (a window of ReLU zeros).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from minicompiler.decompose.gathers import clamp, coordinate, coordinates, exact_quotient, ravel
+from minicompiler.decompose.gathers import clamp, coordinate, coordinates, exact_quotient, ravel, unravel
 from minicompiler.decompose.table import LOW_PRECISION, GraphOps, register_decomposition
 from minicompiler.ir import Node
 
@@ -63,19 +63,25 @@ def windowed(ops: GraphOps, x: Node, out: Sequence[int], window: Sequence[int], 
     """x read over the grid (*batch, *out, *window): the values (`fill` outside x and past a window's
     end) and each tap's source index along the spatial dims (for the max pools' indices)."""
     nb, ns = x.meta.ndim - len(out), len(out)
-    shape = (*x.meta.shape[:nb], *out, *window)
-    index = coordinates(ops, shape, x.meta.device)
+    index = coordinates(ops, (*x.meta.shape[:nb], *out, *window), x.meta.device)
+    return _read_taps(ops, x, index[:nb], index[nb:nb + ns], index[nb + ns:], where, bounds, fill)
+
+
+def _read_taps(ops: GraphOps, x: Node, batch: Sequence[Node], outs: Sequence[Node], taps: Sequence[Node],
+              where: Sequence[Window], bounds: Sequence[tuple[int, int]], fill: Any) -> tuple[Node, list[Node]]:
+    """x at tap taps[d] of window outs[d] along each spatial dim d (`fill` outside x and past the
+    window's end), and those taps' source indices."""
     sources, lengths_ok, ranges = [], None, []
-    for d in range(ns):
-        source, length = where[d](index[nb + d], index[nb + ns + d])
+    for d, (o, k) in enumerate(zip(outs, taps, strict=True)):
+        source, length = where[d](o, k)
         sources.append(source)
         ranges.append(bounds[d])
         if length is not None:  # taps past this window's end are padding too
-            ok = ops.lt(index[nb + ns + d], length)
+            ok = ops.lt(k, length)
             lengths_ok = ok if lengths_ok is None else ops.logical_and(lengths_ok, ok)
-            sources[-1] = clamp(ops, source, 0, x.meta.shape[nb + d] - 1)
-            ranges[-1] = (0, x.meta.shape[nb + d] - 1)
-    values = read_window(ops, x, index[:nb], sources, ranges, fill)
+            sources[-1] = clamp(ops, source, 0, x.meta.shape[len(batch) + d] - 1)
+            ranges[-1] = (0, x.meta.shape[len(batch) + d] - 1)
+    values = read_window(ops, x, batch, sources, ranges, fill)
     if lengths_ok is not None:
         values = ops.where(lengths_ok, values, fill)
     return values, sources
@@ -143,44 +149,54 @@ def _times(ops: GraphOps, a: Any, b: Any) -> Any:
     return a * b if not isinstance(a, Node) and not isinstance(b, Node) else ops.mul(a, b)
 
 
-def _positions(ops: GraphOps, x: Node, values: Node, sources: Sequence[Node], spatial: int) -> tuple[Node, Node]:
-    """The offset, in x's flattened spatial dims, of each window's first largest value (as torch's
-    indices), and which tap of the grid that is."""
-    dims = window_dims(x, spatial)
-    best = ops.argmax(values, dims, True)  # counted row-major over the window
-    grid = values.meta.shape
-    taps = [coordinate(ops, grid, d, x.meta.device) for d in dims]
-    chosen = ops.eq(ravel(ops, taps, grid[-spatial:]), best)
-    offsets = ravel(ops, list(sources), x.meta.shape[-spatial:])
-    return ops.sum(ops.where(chosen, offsets, 0), dims, False), chosen
+# node.tags[WINDOW_MAXIMUM]: this node is, element by element, the largest value of the window that
+# the one argmax its positions are computed from reduces (replace/max_pool_values.py reads it)
+WINDOW_MAXIMUM = "window_maximum"
 
 
-def _maximum(ops: GraphOps, x: Node, values: Node, sources: Sequence[Node], spatial: int,
-             exact_gradient: bool) -> Node:
-    if not exact_gradient:
-        return ops.amax(values, window_dims(x, spatial), False)
-    _, chosen = _positions(ops, x, values, sources, spatial)  # that one element, its gradient its own
-    return ops.convert(ops.sum(ops.where(chosen, values, 0), window_dims(x, spatial), False), x.meta.dtype)
+def _at_maximum(ops: GraphOps, x: Node, out: Sequence[int], window: Sequence[int], where: Sequence[Window],
+                bounds: Sequence[tuple[int, int]]) -> tuple[Node, list[Node]]:
+    """Each window's first largest value, read from x at that one tap, and the tap's source index
+    along each spatial dim. The window is read once, for its argmax; the value's gradient then goes
+    to that one element, as torch sends it (amax's rule would share it among ties, a window of
+    ReLU zeros), and is one add per output, where a pick from the window sent zeros to every tap."""
+    values, _ = windowed(ops, x, out, window, where, bounds, lowest(x.meta.dtype))
+    best = ops.argmax(values, window_dims(x, len(out)), False)  # counted row-major over the window
+    index = coordinates(ops, best.meta.shape, x.meta.device)
+    nb = x.meta.ndim - len(out)
+    taps = unravel(ops, best, window)
+    picked, sources = _read_taps(ops, x, index[:nb], index[nb:], taps, where, bounds, lowest(x.meta.dtype))
+    picked.tags[WINDOW_MAXIMUM] = True
+    return picked, sources
 
 
-def _max_pool_window(ops: GraphOps, x: Node, kernel: Sequence[int], stride: Sequence[int],
-                     padding: Sequence[int], dilation: Sequence[int], ceil_mode: bool) -> tuple[Node, list[Node]]:
-    out, where, bounds = _regular(ops, x, kernel, stride, padding, dilation, ceil_mode)
-    return windowed(ops, x, out, kernel, where, bounds, lowest(x.meta.dtype))
+def _max_pool(ops: GraphOps, x: Node, out: Sequence[int], window: Sequence[int], where: Sequence[Window],
+              bounds: Sequence[tuple[int, int]], exact_gradient: bool) -> Node:
+    if exact_gradient:
+        return _at_maximum(ops, x, out, window, where, bounds)[0]
+    values, _ = windowed(ops, x, out, window, where, bounds, lowest(x.meta.dtype))
+    return ops.amax(values, window_dims(x, len(out)), False)
+
+
+def _max_pool_indices(ops: GraphOps, x: Node, out: Sequence[int], window: Sequence[int], where: Sequence[Window],
+                      bounds: Sequence[tuple[int, int]]) -> Node:
+    """The offset, in x's flattened spatial dims, of each window's first largest value (torch's indices)."""
+    sources = _at_maximum(ops, x, out, window, where, bounds)[1]
+    return ravel(ops, sources, x.meta.shape[-len(out):])
 
 
 @register_decomposition("max_pool")
 def max_pool(ops: GraphOps, x: Node, kernel: Sequence[int], stride: Sequence[int], padding: Sequence[int],
              dilation: Sequence[int], ceil_mode: bool, exact_gradient: bool = False) -> Node:
-    values, sources = _max_pool_window(ops, x, kernel, stride, padding, dilation, ceil_mode)
-    return _maximum(ops, x, values, sources, len(kernel), exact_gradient)
+    out, where, bounds = _regular(ops, x, kernel, stride, padding, dilation, ceil_mode)
+    return _max_pool(ops, x, out, kernel, where, bounds, exact_gradient)
 
 
 @register_decomposition("max_pool_indices")
 def max_pool_indices(ops: GraphOps, x: Node, kernel: Sequence[int], stride: Sequence[int],
                      padding: Sequence[int], dilation: Sequence[int], ceil_mode: bool) -> Node:
-    values, sources = _max_pool_window(ops, x, kernel, stride, padding, dilation, ceil_mode)
-    return _positions(ops, x, values, sources, len(kernel))[0]
+    out, where, bounds = _regular(ops, x, kernel, stride, padding, dilation, ceil_mode)
+    return _max_pool_indices(ops, x, out, kernel, where, bounds)
 
 
 # --- adaptive windows: [floor(o * n / out), ceil((o + 1) * n / out)) ------------------------
@@ -223,15 +239,13 @@ def adaptive_avg_pool(ops: GraphOps, x: Node, size: Sequence[int]) -> Node:
 @register_decomposition("adaptive_max_pool")
 def adaptive_max_pool(ops: GraphOps, x: Node, size: Sequence[int], exact_gradient: bool = False) -> Node:
     window, where, bounds = _adaptive(ops, x, size)
-    values, sources = windowed(ops, x, size, window, where, bounds, lowest(x.meta.dtype))
-    return _maximum(ops, x, values, sources, len(size), exact_gradient)
+    return _max_pool(ops, x, size, window, where, bounds, exact_gradient)
 
 
 @register_decomposition("adaptive_max_pool_indices")
 def adaptive_max_pool_indices(ops: GraphOps, x: Node, size: Sequence[int]) -> Node:
     window, where, bounds = _adaptive(ops, x, size)
-    values, sources = windowed(ops, x, size, window, where, bounds, lowest(x.meta.dtype))
-    return _positions(ops, x, values, sources, len(size))[0]
+    return _max_pool_indices(ops, x, size, window, where, bounds)
 
 
 # --- sliding copies ----------------------------------------------------------------------------

@@ -1,66 +1,85 @@
 """A max pool's values as the window's maximum, once gradients are worked out.
 
-Where x needs a gradient, decompose picks each window's value at its argmax (decompose/pooling.py):
+Where x needs a gradient, decompose reads each window's value from x at the window's argmax
+(decompose/pooling.py), roughly:
 
-    best = argmax(window, (4, 5), keepdim=True)
-    value = sum(where(eq(tap, best), window, 0), (4, 5))
+    best = argmax(window, (4, 5))
+    value = load_at(x, (n, c, oh * 2 - 1 + best // 3, ow * 2 - 1 + best % 3))   # tagged WINDOW_MAXIMUM
 
 so that autograd sends the window's gradient to that one element, as torch does (amax's rule
 would share it among ties). The value is the window's maximum all the same: the first largest
 element is a largest element (and a NaN, if any, in both). Once the backward is derived (or for
-the inference program, which has none) the rule has done its work, and the value is one more
+the inference program, which has none) the read has done its work, and the value is one more
 reduction over the same window as the argmax, `amax(window, (4, 5))`: one sweep over each window
-computes both in one kernel, where the argmax and then the pick made two (and an inference pool
+computes both in one kernel, where the argmax and then the read were two (and an inference pool
 needs no argmax at all). Runs on a graph just before it is lowered, in place.
 """
 
 from __future__ import annotations
 
+from minicompiler.decompose.pooling import WINDOW_MAXIMUM
 from minicompiler.ir import Graph, Node
 from minicompiler.simplify.facts import is_pure, location
 
 
 def max_pool_values(graph: Graph) -> list[str]:
-    """Turn each pick-at-argmax into an `amax` of the same window, in place; one note each."""
+    """Turn each read at an argmax into an `amax` of the same window, in place; one note each."""
     notes = []
     for node in graph.compute_nodes():
-        if (window := _picked_window(node)) is not None:
-            picked = node.args[0]
-            node.op, node.args, node.kwargs = "amax", (window, node.args[1], False), {}
-            _drop_unused(graph, picked)
-            notes.append(f"{node.name}: the window's maximum (amax), no longer picked at its argmax{location(node)}")
+        if (best := _argmax_read(node)) is not None:
+            read = node.inputs()
+            node.op, node.args, node.kwargs = "amax", (best.args[0], best.args[1], False), {}
+            _drop_unused(graph, read)
+            notes.append(f"{node.name}: the window's maximum (amax), no longer read at its argmax{location(node)}")
     return notes
 
 
 def picks_at_argmax(graph: Graph) -> bool:
-    """Does `graph` pick a max pool's values at the argmax (what `max_pool_values` rewrites)?"""
-    return any(_picked_window(node) is not None for node in graph.compute_nodes())
+    """Does `graph` read a max pool's values at the argmax (what `max_pool_values` rewrites)?"""
+    return any(_argmax_read(node) is not None for node in graph.compute_nodes())
 
 
-def _picked_window(node: Node) -> Node | None:
-    """sum(where(eq(tap, argmax(window, dims, True)), window, 0), dims, False) -> window."""
-    if node.op != "sum" or node.kwargs or len(node.args) != 3 or node.args[2] is not False:
+def _argmax_read(node: Node) -> Node | None:
+    """The argmax whose window's maximum `node` is (decompose/pooling.py's tag), if that can still be
+    told: `node` reads x where the one argmax its positions come from finds the largest of a window
+    of the same x (the tag, which rewrites of the node pass on to what they make, alone is not
+    enough: a part of a rewritten node could carry it)."""
+    if not node.tags.get(WINDOW_MAXIMUM) or (read := _read_of(node)) is None:
         return None
-    picked, dims = node.args[0], node.args[1]
-    if not isinstance(picked, Node) or picked.op != "where" or isinstance(picked.args[2], Node) or picked.args[2] != 0:
+    found, todo, seen = [], list(read.inputs()[1:]), set()  # the positions, not the tensor read
+    while todo and len(seen) < 200:  # the positions' arithmetic: a few dozen nodes
+        step = todo.pop()
+        if step in seen:
+            continue
+        seen.add(step)
+        if step.op == "argmax":
+            found.append(step)
+            continue
+        todo += step.inputs()[1:] if step.op == "load_at" else step.inputs()
+    if todo or len(found) != 1:
         return None
-    chosen, window = picked.args[0], picked.args[1]
-    if not isinstance(chosen, Node) or chosen.op != "eq" or not isinstance(window, Node):
-        return None
-    best = chosen.args[1]
-    if not (isinstance(best, Node) and best.op == "argmax" and best.args[0] is window
-            and tuple(best.args[1]) == tuple(dims) and best.args[2] is True):
-        return None
-    return window if window.meta.dtype == node.meta.dtype else None
+    best = found[0]
+    window = best.args[0]
+    fits = (isinstance(window, Node) and best.args[2] is False and best.meta.shape == node.meta.shape
+            and window.meta.dtype == node.meta.dtype and (of_window := _read_of(window)) is not None
+            and of_window.args[0] is read.args[0])
+    return best if fits else None
 
 
-def _drop_unused(graph: Graph, start: Node) -> None:
-    """Remove `start` and what it alone read, now that nothing reads them."""
+def _read_of(node: Node) -> Node | None:
+    """The load_at under `node`'s masks: where(ok, ..., constant) around it."""
+    while node.op == "where" and isinstance(node.args[1], Node) and not isinstance(node.args[2], Node):
+        node = node.args[1]
+    return node if node.op == "load_at" else None
+
+
+def _drop_unused(graph: Graph, starts: list[Node]) -> None:
+    """Remove the `starts` and what they alone read, where nothing reads them now."""
     users = graph.users()
-    todo = [start]
+    todo = list(starts)
     while todo:
         node = todo.pop()
-        if users[node] or not is_pure(node) or node.op == "placeholder" or node not in users:
+        if node not in users or users[node] or not is_pure(node) or node.op == "placeholder":
             continue
         graph.nodes.remove(node)
         del users[node]
