@@ -65,7 +65,12 @@ def _run_case(case: ModelCase, task: str, device: str, quick: bool, repeats: int
         return row, {}
     row["sizes"] = built.sizes
     bench = bench_inference if task == "inference" else bench_training
-    row["results"], runnable = bench(built, chosen, repeats)
+    try:
+        row["results"], runnable = bench(built, chosen, repeats)
+    except Exception as failure:  # noqa: BLE001 - each compiler's failure is caught inside: this is eager's
+        row["skipped"] = f"eager failed: {type(failure).__name__}: {str(failure)[:160]}"
+        print(f"  skipped {case.name}: {row['skipped']}", file=sys.stderr)
+        return row, {}
     return row, runnable
 
 

@@ -116,7 +116,9 @@ def _import(name: str) -> Any:
 
 def _timm(model_name: str) -> Callable[[str, bool], Built]:
     def make(device: str, quick: bool) -> Built:
-        model = _import("timm").create_model(model_name, pretrained=False)
+        # a ViT is built for one image size: quick builds it for the small one
+        size = {"img_size": 64} if quick and model_name.startswith("vit") else {}
+        model = _import("timm").create_model(model_name, pretrained=False, **size)
         return Built(model.to(device), _image(16, quick, device), {"batch": 16, "image": 64 if quick else 224})
 
     return make
@@ -125,10 +127,10 @@ def _timm(model_name: str) -> Callable[[str, bool], Built]:
 def _torchvision(model_name: str) -> Callable[[str, bool], Built]:
     def make(device: str, quick: bool) -> Built:
         models = _import("torchvision.models")
-        model = getattr(models, model_name)(weights=None)
-        side = 224 if model_name.startswith("vit") else None  # ViT takes its own image size only
-        batch_inputs = (torch.randn(16, 3, side, side, device=device),) if side else _image(16, quick, device)
-        return Built(model.to(device), batch_inputs, {"batch": 16, "image": batch_inputs[0].shape[-1]})
+        size = {"image_size": 64} if quick and model_name.startswith("vit") else {}  # as timm's
+        model = getattr(models, model_name)(weights=None, **size)
+        image = _image(16, quick, device)
+        return Built(model.to(device), image, {"batch": 16, "image": image[0].shape[-1]})
 
     return make
 

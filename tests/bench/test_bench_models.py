@@ -111,3 +111,16 @@ def test_html_without_plotly_keeps_the_table(tmp_path: Path, monkeypatch: pytest
     write_html(page, {"device": "cpu"}, [], "the table", "")
     text = page.read_text()
     assert "the table" in text and "plotly is not installed" in text
+
+
+def test_a_model_that_eager_cannot_run_is_a_row_that_says_so() -> None:
+    """Eager's own failure (a model built for another input size) ends that row, not the run."""
+    from minicompiler.bench.suite import _run_case
+    from minicompiler.bench.zoo import ModelCase
+
+    def make(device: str, quick: bool) -> Built:
+        return Built(nn.Linear(16, 4), (torch.randn(8, 15),), {"batch": 8})
+
+    row, runnable = _run_case(ModelCase("mismatched", "seed", make), "inference", "cpu", True, 2,
+                              compilers(["default"], torch_compile=False))
+    assert row["skipped"].startswith("eager failed: RuntimeError") and runnable == {}
