@@ -46,6 +46,7 @@ from minicompiler.codegen.common import (
     reduction_identity,
 )
 from minicompiler.codegen.cpp_tiled import LaneOps, tiles_rows, write_tiled_rows
+from minicompiler.codegen.scatter_blocks import independent_blocks
 from minicompiler.codegen.sizes import Extent, KernelSizes, index_terms, render_index
 from minicompiler.fuse.schedule import Kernel
 from minicompiler.ir.graph import Node
@@ -109,6 +110,7 @@ class CppOps(KernelOps):
     def __init__(self, kernel: Kernel, dynamic: bool = False, fast_trig: bool = False) -> None:
         super().__init__(kernel, dynamic)
         self.fast_trig = fast_trig
+        self.atomic_adds = True  # False: each thread adds into elements no other thread does (_block_loop)
         self.in_unit_range: set[str] = set()  # values in [-1, 1]: sin and cos results
 
     def pointwise(self, op: str, *args: Value) -> Value:
@@ -172,7 +174,7 @@ class CppOps(KernelOps):
     def store_at(self, param: str, dtype: torch.dtype, offset: Value, value: Value, combine: str) -> None:
         if combine == "replace":  # the loop runs in order: of two writes to one element the last stays
             self.store(param, dtype, offset.text, value, "element")
-        elif combine == "add" and dtype in ATOMIC_DTYPES:  # the loop may run on many threads
+        elif combine == "add" and dtype in ATOMIC_DTYPES and self.atomic_adds:  # the loop may run on many threads
             # An atomic add of 0 changes nothing (but a -0.0 target's sign) and costs as much as any:
             # a max pool's backward adds 0 for 8 of the 9 places in each 3x3 window.
             self.writer.line(f"if ({value} != 0) {{")
@@ -332,6 +334,8 @@ def kernel_source(kernel: Kernel, dynamic: bool = False) -> CodeWriter:
             tiled = TiledCppOps(kernel, dynamic)
             BodyWriter(kernel, tiled).write()
             write_tiled_rows(w, tiled, parallel)
+        elif scatter is not None and parallel is not None and (blocks := _apart_blocks(kernel, scatter)):
+            _block_loop(ops, blocks, parallel)
         else:
             if scatter is not None:  # threads only with atomic adds, never simd lanes (two may hit one element)
                 if parallel is not None and _atomic_adds(scatter):
@@ -361,6 +365,27 @@ def _atomic_adds(scatter: Node) -> bool:
     """Does this store_at combine by `omp atomic` adds (so that its loop may run on many threads)?
     Other combines run their loop in order on one thread, as eager's CPU kernels do."""
     return scatter.args[3] == "add" and scatter.meta.dtype in ATOMIC_DTYPES
+
+
+def _apart_blocks(kernel: Kernel, scatter: Node) -> int:
+    """How many blocks of the loop over a scatter-add's values write apart from one another
+    (codegen/scatter_blocks.py); 0 where they might meet, or one block would hold them all."""
+    position, domain = scatter.args[1], kernel.domain
+    if not (_atomic_adds(scatter) and isinstance(position, Node) and position.meta.shape == domain
+            and kernel.loop_order == tuple(range(len(domain)))):
+        return 0
+    blocks = math.prod(domain[:independent_blocks(position, domain)])
+    return blocks if blocks > 1 else 0
+
+
+def _block_loop(ops: CppOps, blocks: int, parallel: str) -> None:
+    """The values' loop in `blocks` runs of neighbouring elements, one thread each: their adds
+    never meet, so they are plain adds, not atomics."""
+    each = ops.sizes.rows // blocks
+    ops.atomic_adds = False
+    ops.writer.line(f"#pragma omp parallel for{parallel}")
+    with ops.loop("block", blocks), ops.loop(ops.xvar, f"block * {each} + {each}", start=f"block * {each}"):
+        BodyWriter(ops.kernel, ops).write()
 
 
 def _uses_fast_trig(kernel: Kernel) -> bool:
