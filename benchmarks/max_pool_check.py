@@ -5,21 +5,21 @@
 Checks, with inputs that need a gradient: a ResNet stem pool (3x3, stride 2, padding 1), one with
 ceil_mode and dilation, an adaptive pool, one with return_indices, and windows of tied values
 (ReLU zeros: the gradient goes to each window's first largest element, as torch's). Then times
-ResNet-18's stem pool (16x64x112x112 on a GPU, 16x64x64x64 on a CPU): median of 20 after warm-up,
-synchronized. Prints one line per check and per timing; exits non-zero if a check fails.
+ResNet-18's stem pool (16x64x112x112 on a GPU, 16x64x64x64 on a CPU): minicompiler.bench's
+median_call_seconds (warm-up, synchronized, median of 20). Prints one line per check and per
+timing; exits non-zero if a check fails.
 """
 
 from __future__ import annotations
 
-import statistics
 import sys
-import time
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
 import minicompiler
+from minicompiler.bench.timing import median_call_seconds
 
 CHECKS: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], tuple[int, ...]]] = {
     "stem 3x3 s2 p1": (lambda x: F.max_pool2d(x, 3, 2, 1), (2, 8, 17, 17)),
@@ -44,21 +44,6 @@ def check(name: str, fn: Callable[[torch.Tensor], torch.Tensor], shape: tuple[in
     return same
 
 
-def median_ms(step: Callable[[], None], device: str, repeats: int = 20) -> float:
-    for _ in range(3):
-        step()
-    times = []
-    for _ in range(repeats):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        step()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
-
-
 def main(device: str) -> int:
     torch.manual_seed(0)
     passed = all([check(name, fn, shape, device) for name, (fn, shape) in CHECKS.items()])
@@ -70,8 +55,8 @@ def main(device: str) -> int:
 
     grad = torch.randn_like(pool(x))
     for name, fn in (("eager", pool), ("minicompiler", minicompiler.compile(pool))):
-        forward = median_ms(lambda fn=fn: fn(x), device)
-        both = median_ms(lambda fn=fn: fn(x).backward(grad), device)
+        forward = median_call_seconds(fn, (x,)) * 1e3
+        both = median_call_seconds(lambda t, fn=fn: fn(t).backward(grad), (x,)) * 1e3
         print(f"{name:12} 16x64x{side}x{side} pool: forward {forward:.3f} ms, forward + backward {both:.3f} ms")
     return 0 if passed else 1
 

@@ -14,6 +14,7 @@ which inputs the function changes in place (functionalization: `x.add_(1)` on an
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import types
 from collections import Counter
@@ -55,6 +56,7 @@ from minicompiler.capture.variables import (
     ConstantVariable,
     DictVariable,
     ListVariable,
+    PartialVariable,
     TupleVariable,
     Variable,
     constant,
@@ -201,7 +203,17 @@ class CaptureState:
         if isinstance(value, types.MethodType):
             owner = self.wrap(value.__self__, source.attr("__self__") if source else None)
             return UserFunctionVariable(value.__func__, self_var=owner)
+        if type(value) is functools.partial:
+            return self._partial(value, source)
         return ObjectVariable(value, source)
+
+    def _partial(self, value: functools.partial, source: Source | None) -> PartialVariable:
+        def part(name: str) -> Source | None:
+            return source.attr(name) if source else None
+
+        args = [self.wrap(a, part("args").item(i) if source else None) for i, a in enumerate(value.args)]
+        kwargs = {k: self.wrap(v, part("keywords").item(k) if source else None) for k, v in value.keywords.items()}
+        return PartialVariable(self.wrap(value.func, part("func")), args, kwargs, value)
 
     def _tensor_input(self, value: torch.Tensor, source: Source | None) -> TensorVariable:
         if source is None:

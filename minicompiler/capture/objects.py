@@ -222,11 +222,9 @@ class ObjectVariable(Variable):
         return otherwise()
 
     def setattr(self, tx: Tracer, name: str, value: Variable) -> None:
-        if isinstance(self.value, (type, nn.Module)) or not hasattr(self.value, "__dict__"):
-            super().setattr(tx, name, value)
-        static = inspect.getattr_static(type(self.value), name, None)
-        if hasattr(static, "__set__"):  # a property or slot: its setter is code to run
-            super().setattr(tx, name, value)
+        setter = hasattr(inspect.getattr_static(type(self.value), name, None), "__set__")  # a property, a slot
+        if isinstance(self.value, (type, nn.Module)) or not hasattr(self.value, "__dict__") or setter:
+            super().setattr(tx, name, value)  # (a setter is code to run)
         tx.state.side_effects.record_write(self.value, name, value)
 
     def call(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
@@ -373,6 +371,14 @@ class NNModuleVariable(ObjectVariable):
                 raise Unsupported(f"{self.describe()} replaces __call__")
             return UserFunctionVariable(call, self_var=self).call(tx, args, kwargs)
         return self.call_forward(tx, args, kwargs)
+
+    def setattr(self, tx: Tracer, name: str, value: Variable) -> None:
+        # `self.shift_size = 0` in a forward (Swin's): a plain attribute, written after the graph
+        members = (*self.value._parameters, *self.value._buffers, *self.value._modules, "training")
+        if (name in members or isinstance(value, NNModuleVariable) or value.has_tensor()
+                or hasattr(inspect.getattr_static(type(self.value), name, None), "__set__")):
+            Variable.setattr(self, tx, name, value)
+        tx.state.side_effects.record_write(self.value, name, value)
 
     def call_forward(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         """What nn.Module.__call__ does without hooks: run forward."""

@@ -15,6 +15,7 @@ import torch
 
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.numpy_ops import mark_numpy, numpy_attribute, numpy_method
+from minicompiler.capture.torch_gathers import assigned
 from minicompiler.capture.torch_ops import TENSOR_METHODS, TORCH_FUNCTIONS, InPlace, Lowering, Updates, extern
 from minicompiler.capture.torch_views import TENSOR_PROPERTIES, index, needs_grad, select
 from minicompiler.capture.variables import (
@@ -93,11 +94,15 @@ class TensorVariable(Variable):
 
     def setitem(self, tx: Tracer, key: Variable, value: Variable) -> None:
         """`x[mask] = value` with a boolean mask of x's shape: x becomes where(mask, value, x).
+        With a basic key (ints, slices, ...), value is written into that part of x (`assigned`).
         Other index assignments are not captured."""
         mask = key.node.meta if isinstance(key, TensorVariable) else None
-        if mask is None or mask.dtype != torch.bool or mask.shape != self.node.meta.shape:
-            raise Unsupported("assigning into a tensor (`x[key] = value`) other than through a boolean mask")
-        apply_lowering(tx, _masked_fill, "x[mask] = value", [self, key, value], {})
+        if mask is not None and mask.dtype == torch.bool and mask.shape == self.node.meta.shape:
+            apply_lowering(tx, _masked_fill, "x[mask] = value", [self, key, value], {})
+        elif mask is None:
+            apply_lowering(tx, _assign, "x[key] = value", [self, key, value], {})
+        else:
+            raise Unsupported("assigning into a tensor through a tensor index (`x[idx] = value`)")
 
 
 class UnboundTensorMethodVariable(Variable):
@@ -159,6 +164,10 @@ def method_lowering(name: str) -> Lowering | None:
 
 def _masked_fill(g: Graph, x: Node, mask: Node, value: Any) -> InPlace:
     return InPlace(g.call("where", mask, value, x))
+
+
+def _assign(g: Graph, x: Node, key: Any, value: Any) -> InPlace:
+    return InPlace(assigned(g, x, key, value))
 
 
 def _in_place(lowering: Lowering) -> Lowering:

@@ -15,9 +15,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.torch_ops import TENSOR_METHODS, extern, lowers, norm_dim
-from minicompiler.capture.torch_views import at_least, cat
+from minicompiler.capture.torch_views import at_least, cat, index, select, slice_dim
 from minicompiler.ir import Graph, Node
+from minicompiler.ir.symbolic_shapes import slice_bounds
 
 
 def _ints(values: Any) -> tuple[int, ...]:
@@ -245,6 +247,49 @@ def select_scatter(g: Graph, x: Node, src: Node, dim: int, index: int) -> Node:
                    x.meta.device)
     value = g.call("convert", g.call("unsqueeze", src, d), x.meta.dtype)
     return g.call("where", g.call("eq", along, index % size), value, x)
+
+
+def assigned(g: Graph, x: Node, key: Any, value: Any) -> Node:
+    """x's value after `x[key] = value` with a basic key (ints, slices, None, ...): the value,
+    broadcast and cast to x's dtype as copy_ would, written into the part x[key] is, by a
+    select_scatter or slice_scatter per indexed dim (`shifted[:, 1:] = ids[:, :-1]`, BART's)."""
+    items = key if isinstance(key, tuple) else (key,)
+    if any(isinstance(item, (list, bool, Node)) for item in items):
+        raise Unsupported("assigning into a tensor through a list, bool or tensor index (`x[idx] = value`)")
+    part = index(g, x, key)  # (checks the key as reading would)
+    src = value if isinstance(value, Node) else g.call("full", (), value, x.meta.dtype, device=x.meta.device)
+    if src.meta.shape != part.meta.shape:
+        src = g.call("expand", src, part.meta.shape)
+    src = g.call("convert", src, x.meta.dtype)
+    items = _per_dim(items, x)
+    kept = [item is not None for item in items if not isinstance(item, int)]  # one per dim of the part
+    if not all(kept):  # a None adds a dim of 1 to the part alone
+        src = g.call("reshape", src, tuple(n for n, keep in zip(part.meta.shape, kept, strict=True) if keep))
+    return _written(g, x, 0, [item for item in items if item is not None], src)
+
+
+def _per_dim(items: Sequence[Any], x: Node) -> list[Any]:
+    """The key's items with `...` spelled out as full slices."""
+    if Ellipsis not in items:
+        return list(items)
+    at = list(items).index(Ellipsis)
+    used = sum(1 for item in items if item is not None and item is not Ellipsis)
+    return [*items[:at], *[slice(None)] * (x.meta.ndim - used), *items[at + 1:]]
+
+
+def _written(g: Graph, x: Node, dim: int, items: list[Any], src: Node) -> Node:
+    """x with src written where items[0] indexes dim, items[1:] the dims after it."""
+    if not items:
+        return src
+    item, rest = items[0], items[1:]
+    if isinstance(item, int):
+        return select_scatter(g, x, _written(g, select(g, x, dim, item), dim, rest, src), dim, item)
+    part = slice_dim(g, x, dim, item)
+    new_part = _written(g, part, dim + 1, rest, src)
+    if part is x:  # a full slice
+        return new_part
+    start, stop, step = slice_bounds(item, x.meta.shape[dim])
+    return g.call("slice_scatter", x, new_part, dim, start, max(stop, start), step)
 
 
 @lowers(torch.diagonal_scatter, methods=["diagonal_scatter"])

@@ -16,7 +16,9 @@ lowerings live in `torch_views.py`, new tensors in `torch_factories.py`, formula
 
 from __future__ import annotations
 
+import inspect
 import math
+import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -65,8 +67,25 @@ def maybe_inplace(node: Node, inplace: bool) -> Node | InPlace:
 
 
 def extern(g: Graph, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Node:
-    """Keep a torch function whole: a `torch_call` node, run by torch itself."""
+    """Keep a torch function whole: a `torch_call` node, run by torch itself. A tensor given by
+    keyword goes to its place among the positional arguments where the function's signature puts
+    it next: autograd's rules give gradients to positional arguments, and a keyword can need one
+    (Swin's attention mask holds a learned relative position bias)."""
+    names = _parameter_names(fn) if any(isinstance(v, Node) for v in kwargs.values()) else []
+    args, kwargs = list(args), dict(kwargs)
+    while len(args) < len(names) and isinstance(kwargs.get(names[len(args)]), Node):
+        args.append(kwargs.pop(names[len(args)]))
     return g.call("torch_call", fn, *args, **kwargs)
+
+
+def _parameter_names(fn: Callable[..., Any]) -> list[str]:
+    """The names of fn's positional parameters, in order: from its Python signature, or for a
+    builtin from the schema of the aten op of its name; [] where neither is known."""
+    if isinstance(fn, types.FunctionType):
+        return [p.name for p in inspect.signature(fn).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    op = getattr(getattr(torch.ops.aten, getattr(fn, "__name__", ""), None), "default", None)
+    return [] if op is None else [a.name for a in op._schema.arguments if not a.kwarg_only]
 
 
 # --- dim helpers -------------------------------------------------------------------------

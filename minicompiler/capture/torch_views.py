@@ -217,6 +217,9 @@ def advanced_index(x: torch.Tensor, *items: Any) -> torch.Tensor:
 def index(g: Graph, x: Node, key: Any) -> Node:
     """Basic indexing `x[1, :, None, ..., ::2]` as select / slice / unsqueeze nodes."""
     items = key if isinstance(key, tuple) else (key,)
+    lists = [k for k, item in enumerate(items) if isinstance(item, list)]
+    if len(lists) == 1 and _short_int_list(items[lists[0]]) and not any(isinstance(i, (bool, Node)) for i in items):
+        return _joined_slices(g, x, items, lists[0])
     for item in items:
         if isinstance(item, (list, bool)):
             raise Unsupported("indexing with a list or bool (advanced indexing) is not captured yet")
@@ -245,6 +248,27 @@ def index(g: Graph, x: Node, key: Any) -> Node:
         else:
             raise Unsupported(f"indexing a tensor with a {type(item).__name__}")
     return x
+
+
+def _short_int_list(item: list) -> bool:
+    return 0 < len(item) <= 16 and all(type(i) is int for i in item)
+
+
+def _joined_slices(g: Graph, x: Node, items: tuple[Any, ...], at: int) -> Node:
+    """x[..., [i, j], ...] with one short list of ints: x[..., i:i+1, ...], x[..., j:j+1, ...] joined
+    along that dim (Falcon's `fused_qkv[..., [-2], :]`). One list index moves no dim, and the result
+    is a new tensor, as torch's."""
+    used = sum(1 for item in items if item is not None and item is not Ellipsis)
+    if Ellipsis in items:  # spelled out as full slices: the list's position moves with them
+        k = items.index(Ellipsis)
+        spelled = [slice(None)] * (x.meta.ndim - used)
+        at += len(spelled) - 1 if at > k else 0
+        items = (*items[:k], *spelled, *items[k + 1:])
+    size = x.meta.shape[sum(1 for item in items[:at] if item is not None)]
+    if not all(-size <= i < size for i in items[at]):
+        raise Unsupported(f"index {items[at]} is out of range for a dim of size {size}")
+    parts = [index(g, x, (*items[:at], slice(i % size, i % size + 1), *items[at + 1:])) for i in items[at]]
+    return cat(g, parts, sum(1 for item in items[:at] if not isinstance(item, int)))
 
 
 # --- joining and splitting ---------------------------------------------------------------

@@ -393,3 +393,24 @@ class CellVariable(Variable):
         if self.real_cell is not None:
             raise Unsupported(f"assigning to {self.source}, a variable of an outer function (a side effect)")
         self.content = value
+
+
+class PartialVariable(Variable):
+    """A `functools.partial` made outside the captured code (Hugging Face's tanh GELU is
+    `partial(F.gelu, approximate="tanh")`): calling it calls its function with its own arguments
+    first, as Python does. The partial is guarded by identity, its parts as any value."""
+
+    def __init__(self, fn: Variable, args: list[Variable], kwargs: dict[str, Variable], value: Any) -> None:
+        self.fn, self.args, self.kwargs, self.value = fn, args, kwargs, value
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def describe(self) -> str:
+        return f"a functools.partial of {self.fn.describe()}"
+
+    def as_python(self) -> Any:
+        return self.value
+
+    def call(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        return self.fn.call(tx, [*self.args, *args], {**self.kwargs, **kwargs})

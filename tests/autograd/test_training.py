@@ -166,8 +166,9 @@ def test_make_trainable_with_explicit_runners() -> None:
     torch.testing.assert_close(x.grad, torch.zeros_like(x))  # softmax rows sum to 1: a constant
 
 
-def test_a_tensor_passed_by_keyword_is_compiled_unless_it_needs_a_gradient() -> None:
-    # Hugging Face's BERT passes its attention mask by keyword: `sdpa(q, k, v, attn_mask=mask)`
+def test_a_tensor_passed_by_keyword_is_compiled_where_its_place_is_known() -> None:
+    # Hugging Face's BERT passes its attention mask by keyword: `sdpa(q, k, v, attn_mask=mask)`;
+    # Swin's mask needs a gradient. The call takes it in its place (position 3), where the rules give it one.
     import torch.nn.functional as F
 
     import minicompiler
@@ -188,5 +189,25 @@ def test_a_tensor_passed_by_keyword_is_compiled_unless_it_needs_a_gradient() -> 
                              strict=True):
             torch.testing.assert_close(got, want)
         [graph] = compiled.report.graphs
-        # a mask that needs a gradient is one the rules cannot give: that graph trains with torch ops
-        assert (graph.fallback is not None) == mask_needs_grad, graph.fallback
+        assert graph.fallback is None, graph.fallback
+
+
+def test_a_tensor_by_keyword_after_a_gap_trains_with_torch_ops() -> None:
+    # per_sample_weights after max_norm, which the call leaves out: it stays a keyword, where the
+    # rules give no gradient, so that graph trains with torch ops (and its gradients are torch's)
+    import torch.nn.functional as F
+
+    import minicompiler
+
+    def bag(w: torch.Tensor, idx: torch.Tensor, offsets: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        return F.embedding_bag(idx, w, offsets=offsets, mode="sum", per_sample_weights=weights).sin()
+
+    w, weights = torch.randn(10, 4, requires_grad=True), torch.randn(8, requires_grad=True)
+    idx, offsets = torch.randint(0, 10, (8,)), torch.tensor([0, 3])
+    compiled = minicompiler.compile(bag)
+    out, expected = compiled(w, idx, offsets, weights), bag(w, idx, offsets, weights)
+    grad = torch.randn_like(out)
+    for got, want in zip(torch.autograd.grad(out, (w, weights), grad),
+                         torch.autograd.grad(expected, (w, weights), grad), strict=True):
+        torch.testing.assert_close(got, want)
+    assert "passed by keyword" in compiled.report.graphs[0].fallback

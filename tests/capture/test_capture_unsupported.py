@@ -116,7 +116,7 @@ def test_error_inside_inlined_function_points_at_callee_line() -> None:
     [
         (lambda x: x.tolist(), "reads a tensor's values"),
         (lambda x: float(x), "reads the tensor's value"),
-        (lambda x: x[[0, 1]], "advanced indexing"),  # with a list (tensor indices are captured)
+        (lambda x: x[[0, 1], [1, 0]], "advanced indexing"),  # two lists (one short list, or tensors, are captured)
         (lambda x: torch.nonzero(x), "data-dependent shape"),
         (lambda x: x.to("meta"), "moving a tensor"),
         (lambda x: (y for y in x), "returning"),

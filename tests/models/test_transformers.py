@@ -46,18 +46,40 @@ def distilbert() -> nn.Module:
     return transformers.DistilBertModel(config)
 
 
+def gemma() -> nn.Module:  # its tanh GELU is a functools.partial of F.gelu
+    config = transformers.GemmaConfig(vocab_size=VOCAB, num_key_value_heads=2, head_dim=8, **SMALL)
+    return transformers.GemmaModel(config)
+
+
+def falcon() -> nn.Module:  # splits its fused QKV with list indices: `qkv[..., [-2], :]`
+    config = transformers.FalconConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                       hidden_dropout=0.0, attention_dropout=0.0)
+    return transformers.FalconModel(config)
+
+
+def swin() -> nn.Module:  # windows rolled and partitioned; a layer sets its own shift size in forward
+    config = transformers.SwinConfig(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2],
+                                     window_size=4, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                     drop_path_rate=0.0)
+    return transformers.SwinModel(config)
+
+
 MODELS: dict[str, tuple[Callable[[], nn.Module], str]] = {
     "bert": (bert, "tokens"),
     "vit": (vit, "pixels"),
     "gpt2": (gpt2, "tokens"),
     "llama": (llama, "tokens"),
     "distilbert": (distilbert, "tokens"),
+    "gemma": (gemma, "tokens"),
+    "falcon": (falcon, "tokens"),
+    "swin": (swin, "pixels32"),
 }
 
 
 def inputs(kind: str, with_mask: bool) -> tuple[tuple, dict[str, Any]]:
-    if kind == "pixels":
-        return (torch.randn(BATCH, 3, 16, 16),), {}
+    if kind.startswith("pixels"):
+        side = int(kind.removeprefix("pixels") or 16)
+        return (torch.randn(BATCH, 3, side, side),), {}
     tokens = torch.randint(0, VOCAB, (BATCH, SEQ))
     if not with_mask:
         return (tokens,), {}

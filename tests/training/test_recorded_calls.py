@@ -125,3 +125,27 @@ def test_gradients_come_from_the_recorded_node_itself_where_it_takes_the_argumen
         torch.testing.assert_close(gradient, 2 * torch.cos(2 * x))
     finally:
         TAPE.reset(token)
+
+
+class BiasedAttention(Attention):
+    """Swin's and T5's kind: the mask given by keyword holds a learned position bias."""
+
+    def __init__(self, length: int = 8, heads: int = 4) -> None:
+        super().__init__(heads=heads)
+        self.bias = nn.Parameter(0.1 * torch.randn(heads, length, length))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return super().forward(x, mask + self.bias)
+
+
+def test_a_mask_that_needs_a_gradient_by_keyword_is_differentiated_by_minicompiler() -> None:
+    torch.manual_seed(0)
+    model = BiasedAttention()
+    reference = copy.deepcopy(model)
+    compiled = minicompiler.compile(model)
+    x, mask = torch.randn(2, 8, 32), torch.randn(8, 8)
+    x_mine, x_ref = x.clone().requires_grad_(), x.clone().requires_grad_()
+    compiled(x_mine, mask).square().sum().backward()
+    reference(x_ref, mask).square().sum().backward()
+    assert_same_gradients(model, reference, x_mine, x_ref)
+    assert [g.fallback for r in compiled.reports for g in r.graphs] == [None]  # not torch autograd's
