@@ -17,7 +17,8 @@ import dataclasses
 import functools
 import itertools
 import types
-from collections import Counter
+import weakref
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -115,7 +116,9 @@ class CaptureState:
         self._wrapped: dict[int, tuple[Variable, Source | None]] = {}  # id(value) -> its Variable
         self._alive: list[Any] = []  # keeps wrapped objects alive, so their ids stay unique
         self._storage_of: dict[Node, int] = {}
-        self._tensors_in_storage: Counter[int] = Counter()
+        # storage -> the tensors alive in it: one made for an expression (`m[:, :n] + a`) and then
+        # dropped no longer blocks an in-place change of its base (see `mutate`)
+        self._tensors_in_storage: defaultdict[int, weakref.WeakSet[TensorVariable]] = defaultdict(weakref.WeakSet)
         self.input_storages: set[int] = set()
         self._input_of: dict[int, tuple[Node, TensorVariable, Source]] = {}  # id(input's variable) -> it
         # the real memory an input lives in -> its storage number: inputs that alias each other
@@ -256,8 +259,8 @@ class CaptureState:
                 self._storage_of_memory[memory] = storage
         self.input_storages.add(storage)
         self._storage_of[node] = storage
-        self._tensors_in_storage[storage] += 1
         var = TensorVariable(node, storage)
+        self._tensors_in_storage[storage].add(var)
         self._input_of[id(var)] = (node, var, source)
         return var
 
@@ -314,8 +317,9 @@ class CaptureState:
                 base = base.args[0]
             storage = self._storage_of[base] if base in self._storage_of else next(self._storages)
             self._storage_of[node] = storage
-        self._tensors_in_storage[storage] += 1
-        return TensorVariable(node, storage)
+        var = TensorVariable(node, storage)
+        self._tensors_in_storage[storage].add(var)
+        return var
 
     def mutate(self, var: Variable, node: Node, what: str) -> Variable:
         """Capture an in-place op as a new value for `var`; only safe when nobody else can see
@@ -325,7 +329,7 @@ class CaptureState:
             raise Unsupported(f"{what} in place on {var.describe()}")
         if var.storage in self.input_storages:
             self._note_input_mutation(var, what)
-        if self._tensors_in_storage[var.storage] > 1:
+        if self._others_in_storage(var):
             raise Unsupported(f"{what} changes a tensor in place while a view of its memory exists")
         old = var.node.meta
         if node.meta.shape != old.shape:
@@ -337,6 +341,11 @@ class CaptureState:
         var.node = node
         self._storage_of[node] = var.storage
         return var
+
+    def _others_in_storage(self, var: TensorVariable) -> bool:
+        """Is another tensor in var's memory still alive (referred to by the code being captured)?
+        (One dropped inside a reference cycle would count until a collection: refused, to be safe.)"""
+        return any(t is not var for t in self._tensors_in_storage[var.storage])
 
     def _note_input_mutation(self, var: TensorVariable, what: str) -> None:
         entry = self._input_of.get(id(var))

@@ -17,7 +17,7 @@ from torch import nn
 
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.tensor import TensorVariable, call_torch_function
-from minicompiler.capture.variables import ConstantVariable, Variable
+from minicompiler.capture.variables import ConstantVariable, TupleVariable, Variable
 
 if TYPE_CHECKING:
     from minicompiler.capture.frame import Tracer
@@ -71,6 +71,38 @@ def _batch_norm(tx: Tracer, module: NNModuleVariable, input: Variable) -> Variab
 
 def _identity(tx: Tracer, module: NNModuleVariable, input: Variable, *args: Any, **kwargs: Any) -> Variable:
     return input
+
+
+class ChildrenVariable(Variable):
+    """`module.children()` / `module.named_children()` (RegNet's stages loop over their blocks so):
+    the submodules, or (name, submodule) pairs, each once, in order, as a tuple to iterate."""
+
+    def __init__(self, module: NNModuleVariable, named: bool) -> None:
+        self.module, self.named = module, named
+
+    def describe(self) -> str:
+        return f"{self.module.describe()}.{'named_children' if self.named else 'children'}"
+
+    def call(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
+        if args or kwargs:
+            raise Unsupported(f"calling {self.describe()} with arguments")
+        seen, items = set(), []
+        for name, child in self.module.value._modules.items():
+            if child is not None and id(child) not in seen:
+                seen.add(id(child))
+                child_var = self.module.getattr(tx, name)
+                items.append(TupleVariable([ConstantVariable(name), child_var]) if self.named else child_var)
+        return TupleVariable(items)
+
+
+def check_no_hooks(module: nn.Module, where: str) -> None:
+    from torch.nn.modules import module as module_globals
+
+    hooks = [module._forward_hooks, module._forward_pre_hooks, module._backward_hooks,
+             getattr(module_globals, "_global_forward_hooks", {}),
+             getattr(module_globals, "_global_forward_pre_hooks", {})]
+    if any(hooks):
+        raise Unsupported(f"the module {where} has hooks, which capture does not run yet")
 
 
 MODULE_LOWERINGS: dict[type[nn.Module], ModuleLowering] = {

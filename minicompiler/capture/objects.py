@@ -22,7 +22,7 @@ from torch import nn
 
 from minicompiler.capture.builtins import call_builtin
 from minicompiler.capture.errors import Unsupported
-from minicompiler.capture.nn_modules import MODULE_LOWERINGS
+from minicompiler.capture.nn_modules import MODULE_LOWERINGS, ChildrenVariable, check_no_hooks
 from minicompiler.capture.records_dict import DataclassDictVariable, is_dataclass_dict
 from minicompiler.capture.side_effects import DeferredCallVariable, is_logger_effect
 from minicompiler.capture.sources import Source, cell_source, fixed_source
@@ -355,11 +355,13 @@ class NNModuleVariable(ObjectVariable):
             if name in members:
                 source = self.source.module_member(table, name) if self.source else None
                 return tx.state.wrap(members[name], source)
+        if name in ("children", "named_children") and getattr(type(self.value), name) is getattr(nn.Module, name):
+            return ChildrenVariable(self, named=name == "named_children")  # (torch's own: a set inside)
         return super().getattr(tx, name)
 
     def call(self, tx: Tracer, args: list[Variable], kwargs: dict[str, Variable]) -> Variable:
         module = self.value
-        _check_no_hooks(module, str(self.source))
+        check_no_hooks(module, str(self.source))
         lowering = MODULE_LOWERINGS.get(type(module))
         if lowering is not None:
             return lowering(tx, self, *args, **kwargs)
@@ -407,16 +409,6 @@ class NNModuleVariable(ObjectVariable):
         if not isinstance(k, int) or not -len(names) <= k < len(names):
             raise Unsupported(f"indexing {self.describe()} with {key.describe()}")
         return self.getattr(tx, names[k])
-
-
-def _check_no_hooks(module: nn.Module, where: str) -> None:
-    from torch.nn.modules import module as module_globals
-
-    hooks = [module._forward_hooks, module._forward_pre_hooks, module._backward_hooks,
-             getattr(module_globals, "_global_forward_hooks", {}),
-             getattr(module_globals, "_global_forward_pre_hooks", {})]
-    if any(hooks):
-        raise Unsupported(f"the module {where} has hooks, which capture does not run yet")
 
 
 # torch functions written in Python with torch ops, read by capture as user code is: then the ops

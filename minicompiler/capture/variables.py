@@ -320,7 +320,8 @@ class DictVariable(Variable):
         # The dict's own methods, run on its items (Variables) with constant keys.
         if name in self._WRITERS:
             self.check_mutable()
-        keys = [a.as_python() for a in args[:1]]
+        # the key, for the methods that take one (update's argument is a dict, with tensors perhaps)
+        keys = [a.as_python() for a in args[:1]] if name in ("__contains__", "get", "pop", "setdefault") else []
         if name == "keys":
             return TupleVariable(self.iterate(tx))
         if name == "values":

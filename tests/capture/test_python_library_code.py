@@ -423,3 +423,47 @@ def test_a_module_member_set_in_forward_still_breaks() -> None:
 
     explained = minicompiler.explain(SetsAParameter())(torch.randn(3))
     assert any("assigning the attribute .w" in b.reason for b in explained.breaks), explained.to_text()
+
+
+# -- a module looping over its own children: timm's RegNet stages --------------------------------------
+class Stage(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        shared = torch.nn.Linear(4, 4)
+        self.first, self.second, self.again = shared, torch.nn.Tanh(), shared  # one module twice: once
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.children():
+            x = block(x)
+        names = [name for name, _ in self.named_children()]
+        return x * len(names)
+
+
+def test_children_and_named_children_are_the_submodules_once_each() -> None:
+    compiles_whole(Stage(), torch.randn(3, 4))
+
+
+def test_dict_update_with_tensors() -> None:
+    """transformers 4's Falcon: `cache_kwargs.update({"sin": sin, "cos": cos})`."""
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        kwargs = {"position": 1}
+        kwargs.update({"sin": x.sin(), "cos": x.cos()})
+        kwargs.update(tan=x.tan())
+        return kwargs["sin"] + kwargs["cos"] * kwargs["tan"] + kwargs["position"]
+
+    compiles_whole(fn, torch.randn(5))
+
+
+# -- an assignment after a view made for one expression: transformers 4's padded causal mask -----------
+def padded_mask(mask: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
+    mask = mask.clone()
+    length = attention.shape[-1]
+    padding = (mask[:, :length] + attention) == 0  # a view of mask, dropped once the sum is made
+    mask[:, :length] = mask[:, :length].masked_fill(padding, -1e9)
+    return mask
+
+
+def test_a_view_nothing_refers_to_any_more_does_not_block_an_assignment() -> None:
+    mask, attention = torch.randn(4, 6), torch.randint(0, 2, (4, 5)).float()
+    mask[0, 0] = -attention[0, 0]  # a sum of 0: padded
+    compiles_whole(padded_mask, mask, attention)
