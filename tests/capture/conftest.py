@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 import torch
 
+import minicompiler
 from minicompiler.capture import CaptureResult, capture
 from minicompiler.ir import run_graph, verify
 
@@ -50,3 +51,27 @@ def assert_same(got: Any, expected: Any, **tolerances: float) -> None:
 def check() -> Callable[..., CaptureResult]:
     torch.manual_seed(0)
     return capture_and_compare
+
+
+def compiles_whole(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Compile `fn`, check one graph and no break, and that two calls match eager."""
+    compiled = minicompiler.compile(fn, backend="eager")
+    for _ in range(2):
+        fresh = [torch.randn_like(a) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                 for a in args]
+        got, expected = compiled(*fresh, **kwargs), fn(*fresh, **kwargs)
+        torch.testing.assert_close(_tensors(got), _tensors(expected))
+    explained = minicompiler.explain(fn)(*args, **kwargs)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.to_text()
+    assert not explained.eager_fallbacks, explained.eager_fallbacks
+    return got
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    return []
