@@ -20,6 +20,7 @@ import timm
 import torch
 
 import minicompiler
+from minicompiler.bench.capture_summary import capture_summary
 
 MODELS = ["densenet121", "regnetx_002", "inception_v3", "swin_tiny_patch4_window7_224", "deit_tiny_patch16_224",
           "beit_base_patch16_224", "levit_128s", "mixer_b16_224", "coatnet_0_rw_224", "efficientformer_l1",
@@ -42,15 +43,7 @@ def sweep(name: str) -> str:
         expected = model(x)
         error = max(float((compiled(x) - expected).abs().max()) for _ in range(2))
     scale = float(expected.abs().max())
-    reports = compiled.reports
-    breaks = [b for r in reports for b in r.graph_breaks]
-    fallbacks = sum(g.fallback is not None for r in reports for g in r.graphs)
-    eager = sum(r.eager_fallback is not None for r in reports)
-    line = (f"{name:30} difference {error / scale:.1e}  graphs {sum(len(r.graphs) for r in reports)}  "
-            f"breaks {len(breaks)}  torch fallbacks {fallbacks}  run eagerly {eager}")
-    if breaks:
-        line += f"\n{'':30} first break: {breaks[0].reason} ({breaks[0].filename.split('/')[-1]}:{breaks[0].lineno})"
-    return line
+    return f"{name:30} difference {error / scale:.1e}  {capture_summary(compiled, 30)}"
 
 
 if __name__ == "__main__":

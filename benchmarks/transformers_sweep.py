@@ -20,6 +20,7 @@ import torch
 import transformers as T
 
 import minicompiler
+from minicompiler.bench.capture_summary import capture_summary
 
 V = 100  # vocabulary
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
@@ -87,16 +88,7 @@ def sweep(name: str) -> str:
     with torch.no_grad():
         expected = main_output(model(**inputs))
         error = max(float((main_output(compiled(**inputs)) - expected).abs().max()) for _ in range(2))
-    reports = compiled.reports
-    breaks = [b for r in reports for b in r.graph_breaks]
-    fallbacks = sum(g.fallback is not None for r in reports for g in r.graphs)
-    eager = sum(r.eager_fallback is not None for r in reports)
-    line = (f"{name:16} max |compiled - eager| {error:.1e}  graphs {sum(len(r.graphs) for r in reports)}  "
-            f"breaks {len(breaks)}  torch fallbacks {fallbacks}  run eagerly {eager}")
-    if breaks:
-        where = f"{breaks[0].filename.split('site-packages/')[-1]}:{breaks[0].lineno}"
-        line += f"\n{'':16} first break: {breaks[0].reason} ({where}: {breaks[0].line.strip()})"
-    return line
+    return f"{name:16} max |compiled - eager| {error:.1e}  {capture_summary(compiled, 16)}"
 
 
 if __name__ == "__main__":
