@@ -211,11 +211,13 @@ class CaptureState:
         return ObjectVariable(value, source)
 
     def _partial(self, value: functools.partial, source: Source | None) -> PartialVariable:
-        def part(name: str) -> Source | None:
-            return source.attr(name) if source else None
+        def part(name: str, key: Any = None) -> Source | None:  # partial.func, .args[i], .keywords[k]
+            if source is None:
+                return None
+            return source.attr(name) if key is None else source.attr(name).item(key)
 
-        args = [self.wrap(a, part("args").item(i) if source else None) for i, a in enumerate(value.args)]
-        kwargs = {k: self.wrap(v, part("keywords").item(k) if source else None) for k, v in value.keywords.items()}
+        args = [self.wrap(a, part("args", i)) for i, a in enumerate(value.args)]
+        kwargs = {k: self.wrap(v, part("keywords", k)) for k, v in value.keywords.items()}
         return PartialVariable(self.wrap(value.func, part("func")), args, kwargs, value)
 
     def _tensor_input(self, value: torch.Tensor, source: Source | None) -> TensorVariable:

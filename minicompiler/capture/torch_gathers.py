@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from minicompiler.capture.errors import Unsupported
 from minicompiler.capture.torch_ops import TENSOR_METHODS, extern, lowers, norm_dim
-from minicompiler.capture.torch_views import at_least, cat, index, select, slice_dim
+from minicompiler.capture.torch_views import at_least, cat, index, select, slice_dim, spelled_out
 from minicompiler.ir import Graph, Node
 from minicompiler.ir.symbolic_shapes import slice_bounds
 
@@ -261,20 +261,11 @@ def assigned(g: Graph, x: Node, key: Any, value: Any) -> Node:
     if src.meta.shape != part.meta.shape:
         src = g.call("expand", src, part.meta.shape)
     src = g.call("convert", src, x.meta.dtype)
-    items = _per_dim(items, x)
+    items = spelled_out(items, x.meta.ndim)
     kept = [item is not None for item in items if not isinstance(item, int)]  # one per dim of the part
     if not all(kept):  # a None adds a dim of 1 to the part alone
         src = g.call("reshape", src, tuple(n for n, keep in zip(part.meta.shape, kept, strict=True) if keep))
     return _written(g, x, 0, [item for item in items if item is not None], src)
-
-
-def _per_dim(items: Sequence[Any], x: Node) -> list[Any]:
-    """The key's items with `...` spelled out as full slices."""
-    if Ellipsis not in items:
-        return list(items)
-    at = list(items).index(Ellipsis)
-    used = sum(1 for item in items if item is not None and item is not Ellipsis)
-    return [*items[:at], *[slice(None)] * (x.meta.ndim - used), *items[at + 1:]]
 
 
 def _written(g: Graph, x: Node, dim: int, items: list[Any], src: Node) -> Node:

@@ -219,7 +219,7 @@ def index(g: Graph, x: Node, key: Any) -> Node:
     items = key if isinstance(key, tuple) else (key,)
     lists = [k for k, item in enumerate(items) if isinstance(item, list)]
     if len(lists) == 1 and _short_int_list(items[lists[0]]) and not any(isinstance(i, (bool, Node)) for i in items):
-        return _joined_slices(g, x, items, lists[0])
+        return _joined_slices(g, x, items)
     for item in items:
         if isinstance(item, (list, bool)):
             raise Unsupported("indexing with a list or bool (advanced indexing) is not captured yet")
@@ -254,21 +254,26 @@ def _short_int_list(item: list) -> bool:
     return 0 < len(item) <= 16 and all(type(i) is int for i in item)
 
 
-def _joined_slices(g: Graph, x: Node, items: tuple[Any, ...], at: int) -> Node:
+def _joined_slices(g: Graph, x: Node, items: tuple[Any, ...]) -> Node:
     """x[..., [i, j], ...] with one short list of ints: x[..., i:i+1, ...], x[..., j:j+1, ...] joined
     along that dim (Falcon's `fused_qkv[..., [-2], :]`). One list index moves no dim, and the result
     is a new tensor, as torch's."""
-    used = sum(1 for item in items if item is not None and item is not Ellipsis)
-    if Ellipsis in items:  # spelled out as full slices: the list's position moves with them
-        k = items.index(Ellipsis)
-        spelled = [slice(None)] * (x.meta.ndim - used)
-        at += len(spelled) - 1 if at > k else 0
-        items = (*items[:k], *spelled, *items[k + 1:])
+    items = spelled_out(items, x.meta.ndim)
+    at = next(k for k, item in enumerate(items) if isinstance(item, list))
     size = x.meta.shape[sum(1 for item in items[:at] if item is not None)]
     if not all(-size <= i < size for i in items[at]):
         raise Unsupported(f"index {items[at]} is out of range for a dim of size {size}")
     parts = [index(g, x, (*items[:at], slice(i % size, i % size + 1), *items[at + 1:])) for i in items[at]]
     return cat(g, parts, sum(1 for item in items[:at] if not isinstance(item, int)))
+
+
+def spelled_out(items: tuple[Any, ...] | list[Any], ndim: int) -> tuple[Any, ...]:
+    """An index's items with `...` written as the full slices it stands for (None kept)."""
+    if Ellipsis not in items:
+        return tuple(items)
+    at = list(items).index(Ellipsis)
+    used = sum(1 for item in items if item is not None and item is not Ellipsis)
+    return (*items[:at], *[slice(None)] * (ndim - used), *items[at + 1:])
 
 
 # --- joining and splitting ---------------------------------------------------------------
