@@ -102,8 +102,8 @@ def _range(node: Any) -> Range | None:
     if op == "convert":
         span = _range(args[0])
         return None if span is None else (math.floor(span[0]), math.ceil(span[1]))
-    if op == "remainder" and isinstance(args[1], int) and args[1] > 0:
-        return (0, args[1] - 1)  # Python's remainder: the divisor's sign
+    if op == "remainder" and isinstance(args[1], int) and args[1] > 0:  # Python's: the divisor's sign
+        return (0, args[1] - 1) if not node.meta.dtype.is_floating_point else (0, args[1])
     spans = [_range(a) for a in args[:2]]
     if op not in _COMBINE or None in spans:
         return None
