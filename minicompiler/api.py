@@ -40,6 +40,7 @@ from minicompiler.compiled_module import CompiledModule
 from minicompiler.dynamic_shapes import DynamicShapes
 from minicompiler.pipeline import BACKENDS, compile_graph
 from minicompiler.report import CompileReport, InstructionInfo
+from minicompiler.runtime import parallel_compile
 from minicompiler.runtime.cache import CacheEntry, first_passing, first_runnable, why_not_runnable
 
 # torch.compile's modes, and what each switches on here: (CUDA graphs, autotuned launch configs)
@@ -248,6 +249,8 @@ class CompiledFunction(DynamicShapes):
             return entry
         report = self._new_report(recompile_reason)
         start = time.perf_counter()
+        if _choose_backend(self.backend, args, kwargs) == "triton":  # kernel compilers start during capture
+            parallel_compile.start_workers()
         try:
             captured = capture(self.fn, args, kwargs, allow_breaks=not self.fullgraph,
                                dynamic_dims=self._dynamic_dims_of)

@@ -47,7 +47,7 @@ from minicompiler.replace.bias_after_matmul import bias_after_matmul
 from minicompiler.replace.max_pool_values import max_pool_values, picks_at_argmax
 from minicompiler.report import CompileReport, GraphReport, StageRecord
 from minicompiler.reporting import describe_fusion, describe_kernels, describe_schedule, node_lines
-from minicompiler.runtime import progress
+from minicompiler.runtime import parallel_compile, progress
 from minicompiler.runtime.autotune import AutotunedModule
 from minicompiler.runtime.cuda_graphs import CUDAGraphRunner
 from minicompiler.simplify import simplify, simplify_with_log
@@ -364,6 +364,8 @@ def compile_graph(
                              tuple(written_back), channels_last, {"capture": graph})
     if backend == "eager":
         return compiled
+    if backend == "triton":  # the kernel compilers start while the stages before codegen run
+        parallel_compile.start_workers()
     graph = _replace_patterns(report, graph, backend, cuda_graphs)
     primitives, record = _timed(report, "decompose", lambda: decompose(graph))
     record.text, record.node_lines = graph_to_python(primitives), node_lines(primitives)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import linecache
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -101,7 +100,7 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
     wrapper_text, constants, notes = wrapper_source(schedule, launch, dynamic, consume_inputs)
     notes += decisions
     compiling = None
-    if backend == "triton" and kernels and not dynamic and not _interpreting():
+    if backend == "triton" and kernels and not dynamic and not parallel_compile.interpreting():
         compiling, note = _compile_in_workers(module, kernels, launch_configs)
         notes += [note] if note else []
     namespace = {"torch": torch, "ops": OPS_NAMESPACE, **launchers, **constants,
@@ -156,11 +155,7 @@ def _compile_in_workers(module: Any, kernels: list[Kernel], configs: dict[str, d
 def _launcher(kernel: Any) -> Any:
     """What the wrapper's `kernel[grid](...)` calls: the jit function itself under the interpreter,
     else a launcher that skips Triton's per-call argument analysis (runtime/triton_launch.py)."""
-    return kernel if _interpreting() else FastLauncher(kernel)
-
-
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
+    return kernel if parallel_compile.interpreting() else FastLauncher(kernel)
 
 
 def _first_not_on(schedule: Schedule, device: str) -> str:
@@ -177,7 +172,7 @@ def _check_triton_can_run(devices: set[str], schedule: Schedule) -> None:
         import triton as triton_package  # noqa: F401
     except ImportError:
         raise CodegenError("triton backend needs the triton package (pip install triton)") from None
-    if _interpreting():
+    if parallel_compile.interpreting():
         return  # the interpreter runs kernels on CPU (or GPU) tensors with numpy
     if not torch.cuda.is_available():
         raise CodegenError("triton backend needs a CUDA GPU, or TRITON_INTERPRET=1 to run kernels on the CPU")

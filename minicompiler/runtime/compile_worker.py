@@ -1,24 +1,26 @@
-"""One worker of parallel Triton compilation (parallel_compile.py starts a few of these).
+"""One worker of parallel Triton compilation (parallel_compile.py starts a few of these, once).
 
-    python compile_worker.py REQUESTS_FILE
+    python compile_worker.py
 
-REQUESTS_FILE holds a pickled list of compile requests: (kernels file, module name, kernel name,
-signature, constexprs, attributes, target, options), what Triton itself would have passed to
-`triton.compile` at the kernel's first launch. Each is compiled, and its launcher built, into
-Triton's on-disk cache ($TRITON_CACHE_DIR, set by the parent to its own), where that first launch
-then finds them.
+It imports Triton and waits. Each line on its stdin names a batch of work: a batch number, the
+Triton cache folder to compile into, and a file holding a pickled list of compile requests:
+(kernels file, module name, kernel name, signature, constexprs, attributes, target, options),
+what Triton itself would have passed to `triton.compile` at each kernel's first launch. Each is
+compiled, and its launcher built, into that cache, where that first launch then finds them; the
+worker answers with a line: the batch number and how many requests compiled. It exits when its
+stdin closes.
 
 It runs as a script in a fresh interpreter and imports only Triton, never minicompiler or the
-user's program. A request that fails is reported on stderr and skipped: the kernel then
-compiles at its first launch, in the parent, which raises its error where the user sees it.
+user's program. A request that fails is skipped (its kernel then compiles at its first launch,
+in the parent, which raises its error where the user sees it).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import pickle
 import sys
-import time
 from types import ModuleType
 
 
@@ -50,27 +52,36 @@ def build_launcher(compiled: object, target: object) -> None:
         print(f"launcher not built: {type(error).__name__}: {error}", file=sys.stderr)
 
 
-def main(requests_file: str) -> int:
+def compile_requests(requests_file: str) -> int:
+    """Compile the requests in the file; how many compiled."""
     import triton
     from triton.compiler import ASTSource
 
     with open(requests_file, "rb") as f:
         requests = pickle.load(f)
     loaded: dict[str, ModuleType] = {}
-    failures = 0
+    compiled_count = 0
     for path, module_name, kernel_name, signature, constexprs, attrs, target, options in requests:
-        start = time.perf_counter()
         try:
             kernel = getattr(kernels_module(path, module_name, loaded), kernel_name)
             compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs), target=target, options=options)
             build_launcher(compiled, target)
         except Exception as error:  # noqa: BLE001 - the parent compiles it again at its launch, and says why
             print(f"{kernel_name}: {type(error).__name__}: {error}", file=sys.stderr)
-            failures += 1
         else:
-            print(f"{kernel_name} {time.perf_counter() - start:.3f}", flush=True)
-    return 1 if failures else 0
+            compiled_count += 1
+    return compiled_count
+
+
+def serve() -> None:
+    """Answer each batch named on stdin, until it closes."""
+    import triton.compiler  # noqa: F401 - imported while the parent is still capturing its graph
+
+    for line in sys.stdin:
+        batch, cache_folder, requests_file = line.rstrip("\n").split("\t")
+        os.environ["TRITON_CACHE_DIR"] = cache_folder  # Triton reads it at each compile
+        print(batch, compile_requests(requests_file), flush=True)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    serve()

@@ -17,6 +17,12 @@ of worker processes; so does this:
    kernels compile); the compiled module waits for its workers at its first call, where each
    kernel's first launch then finds it in that cache and only loads it.
 
+The workers are started once per process, when the first graph for a GPU begins to compile
+(`start_workers`), and then wait for work: an interpreter's start, Triton's import and its first
+compile's setup (~0.5 s each on the H100 machine, 16 of them at once) happen while the graph is
+captured and lowered, not after, and once for all the graphs of a process (a training step has
+two: the forward and the backward).
+
 This leans on two of Triton's internals (`JITFunction.device_caches` and the `compile` it keeps);
 where they differ (another Triton version), or a worker fails, kernels compile at their first
 launch as before. $MINICOMPILER_COMPILE_WORKERS sets the number of workers (0: none).
@@ -24,11 +30,16 @@ launch as before. $MINICOMPILER_COMPILE_WORKERS sets the number of workers (0: n
 
 from __future__ import annotations
 
+import atexit
+import itertools
 import os
 import pickle
+import queue
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -49,19 +60,110 @@ def workers_wanted() -> int:
     return int(setting) if setting else min(MAX_WORKERS, os.cpu_count() or 1)
 
 
+def interpreting() -> bool:
+    """Whether Triton runs kernels in its interpreter ($TRITON_INTERPRET): then nothing is compiled."""
+    return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
+
+
+class _Worker:
+    """One worker process. It is given batches of requests, a line on its stdin each (batch number,
+    Triton cache folder, requests file), and answers each with a line (batch number, how many
+    compiled). A thread reads the answers into a queue, so that waiting for one can time out."""
+
+    def __init__(self) -> None:
+        environment = {**os.environ, "TRITON_INTERPRET": "0"}  # a worker compiles, whatever this process does
+        self.process = subprocess.Popen([sys.executable, str(WORKER)], env=environment, text=True, bufsize=1,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self._answers: queue.Queue[str | None] = queue.Queue()
+        self._read: dict[int, int] = {}  # answers read while waiting for another batch's
+        self._ended = False
+        threading.Thread(target=self._read_answers, daemon=True).start()
+
+    def _read_answers(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._answers.put(line)
+        self._answers.put(None)  # the process has ended
+
+    def alive(self) -> bool:
+        return not self._ended and self.process.poll() is None
+
+    def give(self, batch: int, requests_file: Path, cache_folder: str) -> bool:
+        """Hand it a batch; False if it cannot take one (it has ended)."""
+        try:
+            assert self.process.stdin is not None
+            self.process.stdin.write(f"{batch}\t{cache_folder}\t{requests_file}\n")
+            self.process.stdin.flush()
+        except OSError:
+            self._ended = True
+        return not self._ended
+
+    def compiled(self, batch: int, deadline: float) -> int | None:
+        """How many of `batch`'s requests compiled; None if the worker ended or ran past `deadline`
+        (it is stopped then; the next graph starts another)."""
+        while batch not in self._read and not self._ended:
+            try:
+                line = self._answers.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                line = None
+            if line is None:
+                self.stop(kill=True)
+            else:
+                answered, count = map(int, line.split())
+                self._read[answered] = count
+        return self._read.pop(batch, None)
+
+    def stop(self, kill: bool = False) -> None:
+        """Close its stdin (it exits after the batch it is on), or kill it."""
+        self._ended = True
+        if kill:
+            self.process.kill()
+        elif self.process.stdin is not None:
+            self.process.stdin.close()
+
+
+_WORKERS: list[_Worker] = []  # this process's, started once (start_workers) and kept
+_BATCHES = itertools.count()
+
+
+def start_workers() -> None:
+    """Start the workers that are not running yet, so that they are ready when the kernels are
+    (none where Triton interprets or workers are switched off). The compiler calls it when a graph
+    for a GPU begins to compile."""
+    if workers_wanted() >= 2 and not interpreting():
+        _running(workers_wanted())
+
+
+def _running(count: int) -> list[_Worker]:
+    """`count` running workers: those started before, and new ones for any that ended."""
+    _WORKERS[:] = [worker for worker in _WORKERS if worker.alive()]
+    _WORKERS.extend(_Worker() for _ in range(count - len(_WORKERS)))
+    return _WORKERS[:count]
+
+
+@atexit.register
+def _stop_workers() -> None:
+    for worker in _WORKERS:
+        worker.stop()
+
+
 class Compiling:
-    """Worker processes compiling a graph's kernels; `wait()` before the first launch. Meanwhile
-    the compiler goes on (a training step's backward is lowered while its forward compiles)."""
+    """Workers compiling a graph's kernels; `wait()` before the first launch. Meanwhile the
+    compiler goes on (a training step's backward is lowered while its forward compiles)."""
 
     def __init__(self, requests: list[Request], workers: int) -> None:
         self.requests, self.workers = len(requests), workers
         self._folder = tempfile.TemporaryDirectory(prefix="minicompiler-compile-")
-        self._running = _start_workers(requests, workers, Path(self._folder.name))
+        self._given = _give(requests, workers, Path(self._folder.name))
 
     def wait(self) -> int:
         """Wait for the workers; how many requests failed there (those compile at their launch)."""
-        failed = sum(_failures(process, count) for process, count in self._running)
-        self._running = []
+        deadline = time.monotonic() + TIMEOUT_S
+        failed = 0
+        for worker, batch, count in self._given:
+            compiled = worker.compiled(batch, deadline) if worker is not None else None
+            failed += count - (compiled or 0)
+        self._given = []
         self._folder.cleanup()
         return failed
 
@@ -121,32 +223,21 @@ def _request(module: ModuleType, kernel: Any, dtypes: list[torch.dtype],
 
 
 def compile_in_workers(requests: list[Request], workers: int) -> int:
-    """Compile `requests` in `workers` processes and wait for them; how many failed."""
+    """Compile `requests` in `workers` of the workers and wait for them; how many failed."""
     return Compiling(requests, workers).wait()
 
 
-def _start_workers(requests: list[Request], workers: int, folder: Path) -> list[tuple[subprocess.Popen, int]]:
-    """`workers` processes, each given every n-th request; with the number of requests each has."""
+def _give(requests: list[Request], workers: int, folder: Path) -> list[tuple[_Worker | None, int, int]]:
+    """Give each of `workers` workers every n-th request, as a batch of its own: (worker, batch
+    number, how many requests); the worker is None where it could not take them."""
     from triton import knobs
 
-    environment = {**os.environ, "TRITON_CACHE_DIR": knobs.cache.dir}  # the cache this process reads
-    running = []
-    for index in range(workers):
-        share = requests[index::workers]
-        requests_file = folder / f"requests_{index}.pickle"
+    given: list[tuple[_Worker | None, int, int]] = []
+    for index, worker in enumerate(_running(workers)):
+        share, batch = requests[index::workers], next(_BATCHES)
+        requests_file = folder / f"requests_{batch}.pickle"
         requests_file.write_bytes(pickle.dumps(share))
-        process = subprocess.Popen([sys.executable, str(WORKER), str(requests_file)], env=environment,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        running.append((process, len(share)))
-    return running
-
-
-def _failures(process: subprocess.Popen, count: int) -> int:
-    """How many of a worker's `count` requests did not compile (all, if it died or hung)."""
-    try:
-        out, _ = process.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.communicate()
-        return count
-    return count - len(out.splitlines())
+        # the cache this process reads now (the workers were started with the folder of their time)
+        taken = worker.give(batch, requests_file, knobs.cache.dir)
+        given.append((worker if taken else None, batch, len(share)))
+    return given

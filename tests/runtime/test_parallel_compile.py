@@ -133,3 +133,37 @@ def test_a_compiled_graph_launches_kernels_the_workers_compiled(tmp_path, monkey
     # every kernel's first launch found it compiled: as many compiles here as kernels there, all hits
     assert len(hits) == int(precompiled[1]) >= 2 and all(hits), (hits, notes)
     assert "__triton_launcher" not in launchers_built  # and its launcher built
+
+
+def test_workers_are_started_once_and_compile_into_the_cache_of_each_batch(compiled_triton, tmp_path, monkeypatch):
+    first = request(compiled_triton, "kernel_sin")
+    assert parallel_compile.compile_in_workers([first], workers=2) == 0
+    pids = [w.process.pid for w in parallel_compile._running(2)]
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "another"))  # the workers started with the first one
+    second = request(compiled_triton, "kernel_exp")
+    assert parallel_compile.compile_in_workers([second], workers=2) == 0
+    assert [w.process.pid for w in parallel_compile._running(2)] == pids
+    assert found_in_cache(second, tmp_path)  # in the cache the process reads now (found_in_cache reads the env)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    assert found_in_cache(first, tmp_path) and not found_in_cache(second, tmp_path)
+
+
+def test_a_worker_that_ended_counts_its_requests_failed_and_is_replaced(compiled_triton, tmp_path):
+    requests = [request(compiled_triton, "kernel_sin"), request(compiled_triton, "kernel_exp")]
+    worker = parallel_compile._running(1)[0]
+    worker.process.kill()
+    worker.process.wait()
+    compiling = parallel_compile.Compiling(requests, workers=1)  # given to a new worker
+    assert compiling.wait() == 0 and found_in_cache(requests[1], tmp_path)
+    dying = parallel_compile._running(1)[0]
+    assert dying is not worker
+    compiling = parallel_compile.Compiling([request(compiled_triton, "kernel_sin", block=32)], workers=1)
+    dying.process.kill()  # before it answers: its requests failed (their kernels compile at launch)
+    assert compiling.wait() == 1
+
+
+def test_no_workers_start_where_triton_interprets(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    before = list(parallel_compile._WORKERS)
+    parallel_compile.start_workers()
+    assert parallel_compile._WORKERS == before
