@@ -13,5 +13,5 @@ python benchmarks/gpu_check.py 2>&1 | tee "$out/gpu_check.txt"
 python -m minicompiler.bench --device cuda --json "$out/bench_cuda.json" 2>&1 | grep -v "^  done" | tee "$out/bench_cuda.txt"
 python -m minicompiler.bench.training --device cuda --epochs 12 --json "$out/training_cuda.json" 2>&1 | tee "$out/training_cuda.txt"
 python benchmarks/bandwidth_check.py 3 2>&1 | tee "$out/bandwidth_check.txt"
-python benchmarks/profile_training.py eager minicompiler reduce-overhead > "$out/profile_training.txt" 2>&1
+python benchmarks/profile_training.py "seed 003 CNN" eager minicompiler reduce-overhead > "$out/profile_training.txt" 2>&1
 grep "^==" "$out/profile_training.txt"

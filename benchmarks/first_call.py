@@ -1,12 +1,14 @@
 """A model's first call (compiling included) in a fresh process with empty kernel caches.
 
-    python benchmarks/first_call.py MODEL TASK [COMPILER]     (run it once per line you want)
+    python benchmarks/first_call.py MODEL TASK [COMPILER] [--profile]     (once per line you want)
 
 MODEL is a name from minicompiler/bench/zoo.py ("ResNet-18 b16", "MiniTransformer (seed 003)", ...),
 TASK `inference` or `training` (one step of minicompiler.bench.compare), COMPILER `minicompiler`
 (the default) or `torch.compile`. Prints the first call's seconds, the second call's, and
 minicompiler's notes on compiling in worker processes. $MINICOMPILER_COMPILE_WORKERS=0 measures
-Triton compiling each kernel at its first launch instead.
+Triton compiling each kernel at its first launch instead. `--profile` adds cProfile's view of the
+first call (cumulative time: which stage, or which wait, the seconds go to) and, for minicompiler,
+the time of each stage the report records.
 
 In `python -m minicompiler.bench` the compilers share a process: there, minicompiler's first calls
 after torch.compile's measured 2-3x longer (Inductor leaves a compile worker busy, which takes a core
@@ -15,7 +17,9 @@ from minicompiler's workers). Here each first call has the machine to itself.
 
 from __future__ import annotations
 
+import cProfile
 import os
+import pstats
 import sys
 import tempfile
 import time
@@ -30,7 +34,7 @@ from minicompiler.bench.compare import _Step  # noqa: E402
 from minicompiler.bench.zoo import CASES, quiet_randomness  # noqa: E402
 
 
-def main(model: str, task: str, compiler: str = "minicompiler") -> None:
+def main(model: str, task: str, compiler: str = "minicompiler", profile: bool = False) -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     built = next(c for c in CASES if c.name == model).make(device, device == "cpu")
     module = quiet_randomness(built.module)
@@ -46,18 +50,27 @@ def main(model: str, task: str, compiler: str = "minicompiler") -> None:
                 compiled(*built.inputs)
 
     seconds = []
-    for _ in range(2):
+    profiler = cProfile.Profile()
+    for call in range(2):
         if device == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()
+        if profile and call == 0:
+            profiler.enable()
         run()
         if device == "cuda":
             torch.cuda.synchronize()
+        profiler.disable()
         seconds.append(time.perf_counter() - start)
     notes = [n for r in getattr(compiled, "reports", []) for g in r.graphs for s in g.stages for n in s.notes
              if n.startswith("precompiled") or "first launch" in n]
     print(f"{model:28} {task:9} {compiler:13} first {seconds[0]:7.2f} s  second {seconds[1] * 1e3:8.2f} ms  {notes}")
+    if profile:
+        for stage in (s for r in getattr(compiled, "reports", []) for g in r.graphs for s in g.stages):
+            print(f"  stage {stage.name:28} {stage.seconds:7.3f} s")
+        pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumulative").print_stats(40)
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    arguments = [a for a in sys.argv[1:] if a != "--profile"]
+    main(*arguments, profile="--profile" in sys.argv)

@@ -1,9 +1,12 @@
-"""Where does a training step of seed 003's CNN spend its time? (torch.profiler + cProfile, CUDA)
+"""Where does a model's training step spend its host time? (torch.profiler + cProfile, CUDA)
 
-    python benchmarks/profile_training.py [eager] [minicompiler] [reduce-overhead]
+    python benchmarks/profile_training.py MODEL [eager] [minicompiler] [reduce-overhead]
 
-For each compiler: the median step time (synchronized), torch.profiler's tables sorted by GPU
-and by CPU time, and cProfile's view of the Python that runs a step (where launch overhead is).
+MODEL is a name from minicompiler/bench/zoo.py ("MLP 1024 (seed 000)", "seed 003 CNN", ...); the
+step is the bench's (minicompiler/bench/compare.py: zero_grad, forward, weighted mean, backward,
+SGD with momentum). For each compiler: the median step time (synchronized), torch.profiler's
+table sorted by self CPU time, and cProfile's view of the Python that runs a step (where launch
+overhead is). A small step on a GPU is bound by the host: the step's time is what the CPU spends.
 """
 
 from __future__ import annotations
@@ -15,10 +18,10 @@ import sys
 import time
 
 import torch
-import torch.nn.functional as F
 
 import minicompiler
-from minicompiler.bench.models import SimpleModel
+from minicompiler.bench.compare import _Step
+from minicompiler.bench.zoo import CASES, quiet_randomness
 
 COMPILERS = {
     "eager": lambda m: m,
@@ -27,18 +30,10 @@ COMPILERS = {
 }
 
 
-def profile(which: str) -> None:
+def profile(model: str, which: str) -> None:
     torch.manual_seed(0)
-    module = SimpleModel().cuda().train()
-    model = COMPILERS[which](module)
-    optimizer = torch.optim.Adam(module.parameters(), lr=1e-3)
-    x, target = torch.randn(32, 3, 32, 32, device="cuda"), torch.randint(0, 10, (32,), device="cuda")
-
-    def step() -> None:
-        optimizer.zero_grad()
-        F.cross_entropy(model(x), target).backward()
-        optimizer.step()
-
+    built = next(c for c in CASES if c.name == model).make("cuda", False)
+    step = _Step(quiet_randomness(built.module), COMPILERS[which], built.inputs)
     for _ in range(5):
         step()
     torch.cuda.synchronize()
@@ -48,15 +43,14 @@ def profile(which: str) -> None:
         step()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
-    print(f"== {which}: {statistics.median(times) * 1e3:.3f} ms per step (median of 30, synchronized)")
+    print(f"== {model}, {which}: {statistics.median(times) * 1e3:.3f} ms per step (median of 30, synchronized)")
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as prof:
         for _ in range(5):
             step()
         torch.cuda.synchronize()
     print(f"-- {which}: torch.profiler, 5 steps")
-    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=70))
-    print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=15, max_name_column_width=70))
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25, max_name_column_width=70))
     profiler = cProfile.Profile()
     profiler.enable()
     for _ in range(20):
@@ -68,8 +62,9 @@ def profile(which: str) -> None:
 
 
 def main() -> None:
-    for which in sys.argv[1:] or list(COMPILERS):
-        profile(which)
+    model, *chosen = sys.argv[1:]
+    for which in chosen or list(COMPILERS):
+        profile(model, which)
 
 
 if __name__ == "__main__":
