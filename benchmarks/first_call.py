@@ -8,7 +8,8 @@ TASK `inference` or `training` (one step of minicompiler.bench.compare), COMPILE
 minicompiler's notes on compiling in worker processes. $MINICOMPILER_COMPILE_WORKERS=0 measures
 Triton compiling each kernel at its first launch instead. `--profile` adds cProfile's view of the
 first call (cumulative time: which stage, or which wait, the seconds go to) and, for minicompiler,
-the time of each stage the report records.
+the time of each stage the report records and the Triton kernels this process compiled itself (at
+their first launch: the workers had not compiled them), with their specialization.
 
 In `python -m minicompiler.bench` the compilers share a process: there, minicompiler's first calls
 after torch.compile's measured 2-3x longer (Inductor leaves a compile worker busy, which takes a core
@@ -49,6 +50,7 @@ def main(model: str, task: str, compiler: str = "minicompiler", profile: bool = 
             with torch.no_grad():
                 compiled(*built.inputs)
 
+    compiled_here = _listen_to_triton() if profile and device == "cuda" else []
     seconds = []
     profiler = cProfile.Profile()
     for call in range(2):
@@ -68,7 +70,23 @@ def main(model: str, task: str, compiler: str = "minicompiler", profile: bool = 
     if profile:
         for stage in (s for r in getattr(compiled, "reports", []) for g in r.graphs for s in g.stages):
             print(f"  stage {stage.name:28} {stage.seconds:7.3f} s")
+        for name, attrs in compiled_here:
+            print(f"  compiled in this process at its first launch: {name} {attrs}")
         pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumulative").print_stats(40)
+
+
+def _listen_to_triton() -> list[tuple[str, str]]:
+    """The kernels Triton compiles in this process from now on (not found in its cache)."""
+    from triton import knobs
+
+    compiled: list[tuple[str, str]] = []
+
+    def listener(src: object, cache_hit: bool, **_: object) -> None:
+        if not cache_hit:
+            compiled.append((getattr(src, "name", "?"), repr(getattr(src, "attrs", ""))[:200]))
+
+    knobs.compilation.listener = listener
+    return compiled
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ def min_cut(capacities: Capacities, source: Hashable, sink: Hashable,
             residual.setdefault(v, {}).setdefault(u, 0)  # the reverse edge, to undo flow
     residual.setdefault(source, {})
     residual.setdefault(sink, {})
-    while sink in (parents := _reachable(residual, source)):
+    while sink in (parents := _reachable(residual, source, stop_at=sink)):
         path = []
         v = sink
         while v != source:
@@ -51,9 +51,10 @@ def min_cut(capacities: Capacities, source: Hashable, sink: Hashable,
     return set(residual) - set(_reachable(reversed_residual, sink))
 
 
-def _reachable(residual: Capacities, source: Hashable) -> dict[Hashable, Hashable]:
+def _reachable(residual: Capacities, source: Hashable, stop_at: Hashable = None) -> dict[Hashable, Hashable]:
     """Breadth-first search over edges with capacity left; maps each vertex reached to the
-    vertex it was reached from (so the path to any vertex is a shortest one)."""
+    vertex it was reached from (so the path to any vertex is a shortest one). With `stop_at`,
+    the search ends when it reaches that vertex (an augmenting path needs no more)."""
     parents: dict[Hashable, Hashable] = {source: source}
     queue = deque([source])
     while queue:
@@ -61,5 +62,7 @@ def _reachable(residual: Capacities, source: Hashable) -> dict[Hashable, Hashabl
         for v, left in residual[u].items():
             if left > 0 and v not in parents:
                 parents[v] = u
+                if v == stop_at:
+                    return parents
                 queue.append(v)
     return parents

@@ -14,6 +14,7 @@ stays available for the report.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import keyword
 import unicodedata
@@ -177,6 +178,7 @@ NAMES_GENERATED_CODE_USES = frozenset({"torch", "ops", "tl", "triton", "float", 
 RESERVED_NAMES = frozenset(keyword.kwlist) | CPP_KEYWORDS | NAMES_GENERATED_CODE_USES
 
 
+@functools.lru_cache(maxsize=4096)  # asked for every node made (most names are op names, over and over)
 def identifier(text: str) -> str:
     """A name safe in generated Python and C++: ASCII letters, digits and `_` only (`é` -> `e`,
     a quote or newline -> `_`), not starting with a digit, and a keyword gets a `_` (`class_`)."""
