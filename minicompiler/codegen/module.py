@@ -91,6 +91,7 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
         code_of = same_code({name: "\n".join(w.lines) for name, w in writers.items()},
                             {k.name: tuple(n.meta.dtype for _, n in input_params(k) + output_params(k))
                              for k in kernels})
+        launched = kernels  # each launches its first twin's code, with its own block sizes
         kernels = [k for k in kernels if code_of[k.name] == k.name]
         decisions += filter(None, [shared_note(code_of)])
         module_text = triton.module_source(["\n".join(writers[k.name].lines) for k in kernels])
@@ -101,7 +102,7 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
     notes += decisions
     compiling = None
     if backend == "triton" and kernels and not dynamic and not parallel_compile.interpreting():
-        compiling, note = _compile_in_workers(module, kernels, launch_configs)
+        compiling, note = _compile_in_workers(module, launched, code_of, launch_configs)
         notes += [note] if note else []
     namespace = {"torch": torch, "ops": OPS_NAMESPACE, **launchers, **constants,
                  "channels_last_copy": channels_last_copy, "reinterpret_tensor": reinterpret_tensor,  # layout.py
@@ -138,18 +139,22 @@ def _compile_wrapper(text: str, namespace: dict[str, Any]) -> Callable[[list[tor
     return namespace["call"]
 
 
-def _compile_in_workers(module: Any, kernels: list[Kernel], configs: dict[str, dict[str, int]] | None
-                        ) -> tuple[parallel_compile.Compiling | None, str | None]:
+def _compile_in_workers(module: Any, kernels: list[Kernel], code_of: dict[str, str], configs: dict[str, dict[str, int]]
+                        | None) -> tuple[parallel_compile.Compiling | None, str | None]:
     """Start compiling the kernels in worker processes, not one by one at their first launch
-    (runtime/parallel_compile.py): the workers (None if that is not done) and the report's note."""
-    launches = []
+    (runtime/parallel_compile.py): the workers (None if that is not done) and the report's note.
+    A kernel launched as its twin's code (`code_of`; the same buffer dtypes) with other block
+    sizes needs a variant of that code of its own: each (code, launch config) is asked for once."""
+    by_name = {kernel.name: kernel for kernel in kernels}
+    launches = {}
     for kernel in kernels:
-        dtype_of = {param: node.meta.dtype for param, node in input_params(kernel) + output_params(kernel)}
-        jit_function = getattr(module, kernel.name)
-        tensors = [name for name in jit_function.arg_names if name in dtype_of]
+        twin = by_name[code_of[kernel.name]]
+        dtype_of = {param: node.meta.dtype for param, node in input_params(twin) + output_params(twin)}
+        jit_function = getattr(module, twin.name)
+        dtypes = [dtype_of[name] for name in jit_function.arg_names if name in dtype_of]
         config = triton.chosen_config(kernel, configs=configs)
-        launches.append((jit_function, [dtype_of[name] for name in tensors], config))
-    return parallel_compile.precompile(module, launches)
+        launches.setdefault((twin.name, tuple(sorted(config.items()))), (jit_function, dtypes, config))
+    return parallel_compile.precompile(module, list(launches.values()))
 
 
 def _launcher(kernel: Any) -> Any:

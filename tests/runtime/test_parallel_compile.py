@@ -103,7 +103,18 @@ def test_no_workers_when_switched_off(monkeypatch):
     assert parallel_compile.precompile(None, [(None, [], {})] * 5) == (None, None)
 
 
-def test_a_compiled_graph_launches_kernels_the_workers_compiled(tmp_path, monkeypatch):
+def matmul_and_reductions(x, y):
+    return (x.sin() @ y).relu().sum(0) + y.cos().mean(1)
+
+
+def twins_of_two_sizes(x, y):
+    # one kernel's code twice (a block covers each tensor: no mask), launched with two block sizes
+    return x.sin() * 2, y.sin() * 2
+
+
+@pytest.mark.parametrize("f, shapes", [(matmul_and_reductions, [(64, 48), (48, 48)]),
+                                       (twins_of_two_sizes, [(256,), (128,)])])
+def test_a_compiled_graph_launches_kernels_the_workers_compiled(f, shapes, tmp_path, monkeypatch):
     # asked when the test runs, not at collection (the GPU plugin turns the interpreter off then)
     if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("needs a CUDA GPU and compiled (not interpreted) Triton")
@@ -111,11 +122,7 @@ def test_a_compiled_graph_launches_kernels_the_workers_compiled(tmp_path, monkey
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
     monkeypatch.setenv("MINICOMPILER_COMPILE_WORKERS", "2")
-
-    def f(x, y):
-        return (x.sin() @ y).relu().sum(0) + y.cos().mean(1)
-
-    x, y = torch.randn(64, 48, device="cuda"), torch.randn(48, 48, device="cuda")
+    x, y = (torch.randn(shape, device="cuda") for shape in shapes)
     compiled = minicompiler.compile(f)
     hits, launchers_built = [], []
     knobs.compilation.listener = lambda **event: hits.append(event["cache_hit"])
