@@ -146,13 +146,16 @@ def flatten(value: Any) -> Iterator[Any]:
         yield value
 
 
+CONTAINERS = (tuple, list, dict)
+
+
 def map_structure(fn: Any, value: Any) -> Any:
     """Apply `fn` to every leaf of nested tuples/lists/dicts, keeping the structure."""
     kind = type(value)  # the plain containers first, without generators: every rewrite maps every node's args
-    if kind is tuple:
-        return tuple([map_structure(fn, v) for v in value])
+    if kind is tuple:  # (a leaf is mapped here, not by a call of its own: most arguments are leaves)
+        return tuple([map_structure(fn, v) if isinstance(v, CONTAINERS) else fn(v) for v in value])
     if kind is list:
-        return [map_structure(fn, v) for v in value]
+        return [map_structure(fn, v) if isinstance(v, CONTAINERS) else fn(v) for v in value]
     if isinstance(value, tuple) and hasattr(value, "_fields"):  # namedtuple
         return type(value)(*(map_structure(fn, v) for v in value))
     if isinstance(value, (tuple, list)):
