@@ -53,8 +53,9 @@ def _timed_wrapper(text: str, namespace: dict[str, Any]) -> Any:
 def kind(statement: str) -> str:
     if re.search(r"kernel\w*\[", statement):
         return "triton launch"
-    for marker, name in (("torch.empty_strided", "alloc"), ("convolution_grads", "convolution_grads"),
-                         ("channels_last_copy", "channels_last_copy"), ("reinterpret_tensor", "reinterpret")):
+    for marker, name in (("torch.empty_strided", "alloc"), ("empty_strided_cuda", "alloc"),
+                         ("convolution_grads", "convolution_grads"), ("channels_last_copy", "channels_last_copy"),
+                         ("reinterpret_tensor", "reinterpret")):
         if marker in statement:
             return name
     if statement.startswith(("del ", "return")):

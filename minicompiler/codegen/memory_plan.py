@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 IDENTIFIER = re.compile(r"(?<![.\w])[A-Za-z_]\w*")  # a name, not an attribute (ops.permute is no buffer)
 ASSIGNMENT = re.compile(r"    (\w+(?:, \w+)*) = (.*)")  # one name, or several unpacked
-ALLOCATION = re.compile(r"    (\w+) = torch\.empty(?:_strided)?\((.*)\)")
+ALLOCATION = re.compile(r"    (\w+) = (?:torch\.empty(?:_strided)?|empty_strided_cuda)\((.*)\)")
 PER_KERNEL_SIZE = re.compile(r"\bsize[0-9]+\b")  # read again before each kernel: differs between them
 NEVER = 1 << 62  # the last use of a name that outlives the call (an output, an input)
 

@@ -16,7 +16,7 @@ from minicompiler.codegen.body import input_params, output_params
 from minicompiler.codegen.common import CodegenError, CodeWriter
 from minicompiler.codegen.cpp_tiled import LANES, tiles_rows
 from minicompiler.codegen.same_code import same_code, shared_note
-from minicompiler.codegen.wrapper import Launch, wrapper_source
+from minicompiler.codegen.wrapper import Launch, graph_cuda_device, wrapper_source
 from minicompiler.fuse.schedule import Kernel, Schedule
 from minicompiler.ir.graph import SourceLoc
 from minicompiler.ir.ops import torch_call_vjps
@@ -24,6 +24,7 @@ from minicompiler.ir.printer import OPS_NAMESPACE
 from minicompiler.ir.recorded_calls import recorded_vjps
 from minicompiler.layout import channels_last_copy, reinterpret_tensor
 from minicompiler.runtime import loader, parallel_compile
+from minicompiler.runtime.allocation import empty_strided_cuda
 from minicompiler.runtime.triton_launch import FastLauncher
 
 Backend = Literal["cpp", "triton"]
@@ -43,12 +44,17 @@ class CompiledModule:
     _call: Callable[[list[torch.Tensor]], Any] = field(repr=False)
     # Triton kernels compiling in worker processes, waited for at the first call
     _compiling: parallel_compile.Compiling | None = field(default=None, repr=False)
+    cuda_device: torch.device | None = None  # the GPU all its tensors are on, if they are on one
 
     def __call__(self, inputs: list[torch.Tensor]) -> Any:
         if self._compiling is not None:
             self._compiling, compiling = None, self._compiling
             compiling.wait()  # a kernel that failed there compiles at its launch, and raises its error
-        return self._call(inputs)
+        if self.cuda_device is None or self.cuda_device.index is None:  # ("cuda": whichever is current)
+            return self._call(inputs)
+        # Triton launches, and the wrapper makes its buffers, on the current GPU: the graph's
+        with torch.cuda._DeviceGuard(self.cuda_device.index):
+            return self._call(inputs)
 
     @property
     def source(self) -> str:
@@ -106,6 +112,7 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
         notes += [note] if note else []
     namespace = {"torch": torch, "ops": OPS_NAMESPACE, **launchers, **constants,
                  "channels_last_copy": channels_last_copy, "reinterpret_tensor": reinterpret_tensor,  # layout.py
+                 "empty_strided_cuda": empty_strided_cuda,
                  "torch_call_vjps": torch_call_vjps, "recorded_vjps": recorded_vjps,
                  "convolution_grads": convolution_grads}
     return CompiledModule(
@@ -118,6 +125,7 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
         notes=notes,
         _call=_compile_wrapper(wrapper_text, namespace),
         _compiling=compiling,
+        cuda_device=graph_cuda_device(schedule),
     )
 
 

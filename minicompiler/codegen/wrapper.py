@@ -55,7 +55,7 @@ CONVOLUTION_GRADIENT = {fn: (convolution, role) for convolution, grads in CONV_G
 # the memory of what they read must not take a new value within the call
 CACHED_PER_TENSOR = (folded_weight, folded_bias)
 RESERVED = frozenset({"torch", "ops", "inputs", "call", "float", "channels_last_copy", "reinterpret_tensor",
-                      "torch_call_vjps", "recorded_vjps", "convolution_grads"})
+                      "empty_strided_cuda", "torch_call_vjps", "recorded_vjps", "convolution_grads"})
 # the gradient ops of a library call, and where each has the position of the argument it differentiates
 VJP_ARGNUM = {"torch_call_vjp": 1, "recorded_vjp": 3}
 GENERATED_NAME = re.compile(r"(const_|size|s)[0-9]+")
@@ -67,6 +67,7 @@ class _Writer:
         self.names: dict[Node, str] = {}
         self.constants: dict[str, Any] = {}  # non-literal arguments, bound in the namespace
         self.lines: list[str] = []
+        self.cuda_device = graph_cuda_device(schedule)
         taken = set(RESERVED) | {k.name for k in schedule.kernels}
         for node in schedule.buffers:
             # the wrapper makes names of its own (const_0, size0, s0): a buffer that looks like one
@@ -105,6 +106,13 @@ class _Writer:
 
 
 Launch = Callable[[Kernel, list[str], list[str]], str]  # (kernel, buffers, sizes) -> the line that runs it
+
+
+def graph_cuda_device(schedule: Schedule) -> torch.device | None:
+    """The GPU a schedule's tensors are on, when they are all on one (its wrapper then runs with
+    that GPU current, and makes its buffers there: runtime/allocation.py); else None."""
+    devices = {n.meta.device for n in schedule.graph.nodes if n.meta is not None}
+    return devices.pop() if len(devices) == 1 and next(iter(devices)).type == "cuda" else None
 
 
 def wrapper_source(schedule: Schedule, launch: Launch, dynamic: bool = False,
@@ -332,8 +340,11 @@ def _kernel_lines(kernel: Kernel, w: _Writer, launch: Launch, dynamic: bool) -> 
             # out as that view; and torch.empty_strided is the cheaper call of the two
             strides = [size_code(stride) for stride in buffer.strides]
             strides_text = f"({strides[0]},)" if len(strides) == 1 else f"({', '.join(strides)})"
-            lines.append(f"    {w.names[buffer.node]} = torch.empty_strided({shape_text}, {strides_text}, "
-                         f"dtype={dtype}{device})")
+            if buffer.node.meta.device == w.cuda_device:  # on the current GPU (runtime/allocation.py)
+                lines.append(f"    {w.names[buffer.node]} = empty_strided_cuda({shape_text}, {strides_text}, {dtype})")
+            else:
+                lines.append(f"    {w.names[buffer.node]} = torch.empty_strided({shape_text}, {strides_text}, "
+                             f"dtype={dtype}{device})")
     if any(math.prod(b.shape) > 0 for b in kernel.outputs):  # nothing to compute into empty outputs
         size_args = [a.param if a.attribute == "shape" else a.source(w.names[a.buffer]) for a in arguments]
         lines.append(f"    {launch(kernel, [w.names[b.node] for b in kernel.inputs + kernel.outputs], size_args)}")

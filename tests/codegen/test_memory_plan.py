@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 import torch
 from torch import nn
 
@@ -31,7 +32,12 @@ def reused_by(lines: list[str]) -> dict[str, str]:
     return {line.split(" = ")[0].strip(): line.split(" = ")[1].split()[0] for line in lines if "# reuses" in line}
 
 
-def test_a_dead_buffer_of_the_same_spec_is_reused_and_deleted_there() -> None:
+def gpu_buffer(name: str) -> str:  # a GPU graph's allocation (runtime/allocation.py)
+    return f"    {name} = empty_strided_cuda((4,), (1,), torch.float32)"
+
+
+@pytest.mark.parametrize("buffer", [buffer, gpu_buffer])
+def test_a_dead_buffer_of_the_same_spec_is_reused_and_deleted_there(buffer) -> None:
     lines = plan([[buffer("a"), "    k1(a)"], [buffer("b"), "    k2(a, b)"], [buffer("c"), "    k3(b, c)"]],
                  kept=frozenset({"c"}))
     assert reused_by(lines) == {"c": "a"}
