@@ -13,9 +13,9 @@ from minicompiler.fuse import fuse
 from minicompiler.ir import Graph, TensorMeta
 
 
-def module_for(device: torch.device):
+def module_for(device: torch.device, shape: tuple[int, int] = (8, 16)):
     g = Graph()
-    x = g.placeholder("x", TensorMeta((8, 16), torch.float32, device=device))
+    x = g.placeholder("x", TensorMeta(shape, torch.float32, device=device))
     g.output(g.call("sum", g.call("cos", x), (1,), True))
     return generate(fuse(g), "triton")
 
@@ -42,8 +42,9 @@ def test_the_wrapper_runs_on_the_graphs_gpu():
     if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("needs a CUDA GPU and compiled (not interpreted) Triton")
     last = torch.cuda.device_count() - 1
-    module = module_for(torch.device("cuda", last))
-    x = torch.randn(8, 16, device=f"cuda:{last}")
+    # sizes of its own: a kernels module of the same text was loaded above under the interpreter
+    module = module_for(torch.device("cuda", last), (8, 24))
+    x = torch.randn(8, 24, device=f"cuda:{last}")
     with torch.cuda.device(0):  # another GPU current, where there are two
         out = module([x])
         assert torch.cuda.current_device() == 0
