@@ -13,8 +13,8 @@ channels-last layout wherever torch itself would produce one:
 
 The wrapper then asks for the extern's format (`.contiguous(memory_format=torch.channels_last)`,
 which returns the tensor itself when it already is), kernels read and write through the strides,
-and outputs are allocated channels-last. Views and reductions keep their row-major results, and
-a node that a view reads stays row-major: the view's strides were worked out for that.
+and outputs are allocated channels-last. Reductions keep their row-major results; a view of a node
+made channels-last gets the strides torch gives it then (worked out again on meta tensors).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import torch
 
 from minicompiler.fuse.rules import reduction_dims
 from minicompiler.ir import OPS, Graph, Node, TensorMeta, map_structure
+from minicompiler.ir.ops import infer_meta
 from minicompiler.replace.conv_bn import folded_weight
 from minicompiler.runtime.cuda_graphs import recording_cuda_graph
 from minicompiler.runtime.per_tensor import PerTensor
@@ -73,15 +74,30 @@ def _follow_torch(graph: Graph, wanted: set[Node], every_convolution: bool = Fal
             continue
         if kind == "reduction" and node not in wanted:  # a reduction keeps its row-major result
             continue
-        if any(user.op != "output" and OPS[user.op].kind == "view" for user in users[node]):
-            continue
         if node in wanted:
-            node.meta = dataclasses.replace(node.meta, strides=channels_last_strides(node.meta.shape))
+            _channels_last_with_its_views(node, users)
             notes.append(f"{node.name}: channels-last, as the convolution reading it runs")
         elif _torch_makes_channels_last(node, every_convolution):
-            node.meta = dataclasses.replace(node.meta, strides=channels_last_strides(node.meta.shape))
+            _channels_last_with_its_views(node, users)
             notes.append(f"{node.name}: channels-last, as torch lays it out")
     return notes
+
+
+def _channels_last_with_its_views(node: Node, users: dict[Node, list[Node]]) -> None:
+    """Make `node` channels-last, and give the views that read it (and the views of those) the
+    strides torch gives them then: a ConvNeXt block's `permute(0, 2, 3, 1)` of a channels-last
+    convolution output is then row-major, as in eager, where it read the convolution's row-major
+    copy with strides before. (The graph's views are reshapes, permutes, expands, slices and
+    detaches: each can be made of any layout; a reshape that cannot be a view then copies.)"""
+    node.meta = dataclasses.replace(node.meta, strides=channels_last_strides(node.meta.shape))
+    for view in _views_reading(node, users):
+        view.meta = dataclasses.replace(view.meta, strides=infer_meta(view.op, view.args, view.kwargs).strides)
+
+
+def _views_reading(node: Node, users: dict[Node, list[Node]]) -> list[Node]:
+    """The views of `node`, and of those, each after the one it reads."""
+    views = [user for user in users[node] if user.op != "output" and OPS[user.op].kind == "view"]
+    return [found for view in views for found in (view, *_views_reading(view, users))]
 
 
 # -- the layout optimization ----------------------------------------------------------------

@@ -75,6 +75,59 @@ def test_row_major_stays_row_major() -> None:
     assert not any(s.name == "layout" for s in compiled.report.graphs[0].stages)
 
 
+class ConvNeXtBlock(nn.Module):
+    """timm's ConvNeXt block: a depthwise convolution, then LayerNorm and an MLP over the activations
+    permuted to (N, H, W, C), permuted back and added to the block's input."""
+
+    def __init__(self, channels: int = 8) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 7, padding=3, groups=channels)
+        self.norm = nn.LayerNorm(channels)
+        self.fc = nn.Linear(channels, channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x).permute(0, 2, 3, 1)
+        return x + self.fc(self.norm(y)).permute(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
+def test_a_view_of_a_channels_last_convolution_reads_it_without_a_copy(training: bool, dispatched_ops: type) -> None:
+    # the convolution of a channels-last input is channels-last, and its permute is then row-major
+    # (N, H, W, C), as in eager: before, the convolution's output was copied to row-major for the view
+    net = nn.Sequential(ConvNeXtBlock(), ConvNeXtBlock()).train(training)
+    eager = copy.deepcopy(net)
+    compiled = minicompiler.compile(net)
+    x = torch.randn(2, 8, 9, 11).to(memory_format=torch.channels_last)
+    with torch.set_grad_enabled(training):  # eval: the inference program; training: forward and backward
+        compiled(x)
+        with dispatched_ops() as ops:
+            out = compiled(x)
+        expected = eager(x)
+    torch.testing.assert_close(out, expected)
+    assert out.stride() == expected.stride()
+    assert not COPIES & set(ops.names), ops.names
+    layout = next(s.text for s in compiled.report.graphs[0].stages if s.name.startswith("layout"))
+    assert re.search(r"torch_call\w*: channels-last, as torch lays it out", layout), layout
+    if training:
+        out.square().sum().backward()
+        expected.square().sum().backward()
+        for ours, theirs in zip(net.parameters(), eager.parameters(), strict=True):
+            torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_a_reshape_of_a_node_made_channels_last_copies_it_right() -> None:
+    # the layout optimization makes the ReLU channels-last (a convolution reads it); its `view(2, -1)`
+    # (a reshape in the graph) needs (C, H, W) adjacent in memory, so it copies, as torch's reshape does
+    def f(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = torch.relu(x)
+        return torch.conv2d(y, w, padding=1), y.view(2, -1) * 2
+
+    x, w = torch.randn(2, 3, 5, 5), torch.randn(4, 3, 3, 3)
+    compiled = minicompiler.compile(f, options={"layout_optimization": True})
+    for ours, theirs in zip(compiled(x, w), f(x, w), strict=True):
+        torch.testing.assert_close(ours, theirs)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
 def test_channels_last_kept_on_cuda(training: bool, dispatched_ops: type) -> None:
