@@ -90,6 +90,12 @@ def _channels_last_with_its_views(node: Node, users: dict[Node, list[Node]]) -> 
     copy with strides before. (The graph's views are reshapes, permutes, expands, slices and
     detaches: each can be made of any layout; a reshape that cannot be a view then copies.)"""
     node.meta = dataclasses.replace(node.meta, strides=channels_last_strides(node.meta.shape))
+    _views_follow(node, users)
+
+
+def _views_follow(node: Node, users: dict[Node, list[Node]]) -> None:
+    """The views that read `node` (and the views of those) get the strides torch gives them for
+    `node`'s layout now."""
     for view in _views_reading(node, users):
         view.meta = dataclasses.replace(view.meta, strides=infer_meta(view.op, view.args, view.kwargs).strides)
 
@@ -231,9 +237,11 @@ def follow_saved_layouts(forward: Graph, backward: Graph, count: int) -> None:
     """The backward's first `count` inputs are the forward's last `count` outputs (the saved
     tensors): give them the layouts the forward's pass chose, so the backward reads them right."""
     if count:
-        saved = forward.output_nodes()[-count:]
+        saved, users = forward.output_nodes()[-count:], backward.users()
         for placeholder, node in zip(backward.inputs[:count], saved, strict=True):
-            placeholder.meta = dataclasses.replace(placeholder.meta, strides=node.meta.strides)
+            if placeholder.meta.stride() != node.meta.stride():
+                placeholder.meta = dataclasses.replace(placeholder.meta, strides=node.meta.strides)
+                _views_follow(placeholder, users)  # a view the backward makes of it reads it as it is
 
 
 def is_channels_last(node: Node) -> bool:
