@@ -74,30 +74,46 @@ def _follow_torch(graph: Graph, wanted: set[Node], every_convolution: bool = Fal
             continue
         if kind == "reduction" and node not in wanted:  # a reduction keeps its row-major result
             continue
-        if node in wanted:
-            _channels_last_with_its_views(node, users)
-            notes.append(f"{node.name}: channels-last, as the convolution reading it runs")
-        elif _torch_makes_channels_last(node, every_convolution):
-            _channels_last_with_its_views(node, users)
-            notes.append(f"{node.name}: channels-last, as torch lays it out")
+        if node in wanted or _torch_makes_channels_last(node, every_convolution):
+            if _channels_last_with_its_views(node, users):
+                why = "the convolution reading it runs" if node in wanted else "torch lays it out"
+                notes.append(f"{node.name}: channels-last, as {why}")
     return notes
 
 
-def _channels_last_with_its_views(node: Node, users: dict[Node, list[Node]]) -> None:
+def _channels_last_with_its_views(node: Node, users: dict[Node, list[Node]]) -> bool:
     """Make `node` channels-last, and give the views that read it (and the views of those) the
     strides torch gives them then: a ConvNeXt block's `permute(0, 2, 3, 1)` of a channels-last
     convolution output is then row-major, as in eager, where it read the convolution's row-major
-    copy with strides before. (The graph's views are reshapes, permutes, expands, slices and
-    detaches: each can be made of any layout; a reshape that cannot be a view then copies.)"""
+    copy with strides before. False, with nothing changed, where a reshape among those views would
+    copy the new layout (a flatten before a Linear layer): the node stays row-major, which its
+    kernel writes at no cost, and the reshape stays free."""
+    before = {changed: changed.meta for changed in (node, *_views_reading(node, users))}
     node.meta = dataclasses.replace(node.meta, strides=channels_last_strides(node.meta.shape))
-    _views_follow(node, users)
+    if _views_follow(node, users):
+        return True
+    for changed, meta in before.items():
+        changed.meta = meta
+    return False
 
 
-def _views_follow(node: Node, users: dict[Node, list[Node]]) -> None:
+def _views_follow(node: Node, users: dict[Node, list[Node]]) -> bool:
     """The views that read `node` (and the views of those) get the strides torch gives them for
-    `node`'s layout now."""
+    `node`'s layout now; whether every reshape among them is still a view (not a copy)."""
+    all_views = True
     for view in _views_reading(node, users):
+        all_views = all_views and (view.op != "reshape" or _stays_a_view(view))
         view.meta = dataclasses.replace(view.meta, strides=infer_meta(view.op, view.args, view.kwargs).strides)
+    return all_views
+
+
+def _stays_a_view(reshape: Node) -> bool:
+    """Whether the reshape is a view of what it reads, as that is laid out now."""
+    try:
+        reshape.args[0].meta.fake().view(reshape.args[1])
+    except RuntimeError:
+        return False
+    return True
 
 
 def _views_reading(node: Node, users: dict[Node, list[Node]]) -> list[Node]:

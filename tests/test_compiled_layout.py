@@ -115,9 +115,9 @@ def test_a_view_of_a_channels_last_convolution_reads_it_without_a_copy(training:
             torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-4)
 
 
-def test_a_reshape_of_a_node_made_channels_last_copies_it_right() -> None:
-    # the layout optimization makes the ReLU channels-last (a convolution reads it); its `view(2, -1)`
-    # (a reshape in the graph) needs (C, H, W) adjacent in memory, so it copies, as torch's reshape does
+def test_a_node_whose_reshape_would_copy_channels_last_stays_row_major() -> None:
+    # the layout optimization wants the ReLU channels-last (a convolution reads it), but its
+    # `view(2, -1)` (a reshape in the graph) of (C, H, W) would then copy: it stays row-major
     def f(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         y = torch.relu(x)
         return torch.conv2d(y, w, padding=1), y.view(2, -1) * 2
@@ -126,6 +126,10 @@ def test_a_reshape_of_a_node_made_channels_last_copies_it_right() -> None:
     compiled = minicompiler.compile(f, options={"layout_optimization": True})
     for ours, theirs in zip(compiled(x, w), f(x, w), strict=True):
         torch.testing.assert_close(ours, theirs)
+    graph = compiled.report.graphs[0]
+    assert "torch_call: channels-last" in graph.stage("layout").text  # the convolution is
+    assert not re.search(r"^where\w*: channels-last", graph.stage("layout").text, re.MULTILINE)
+    assert "ops.reshape" not in graph.stage("codegen").text  # the view is one (no copy)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
