@@ -25,9 +25,9 @@ from minicompiler.bench.zoo import CASES, quiet_randomness
 
 STEPS = 10
 KINDS = [  # (kind, a pattern of the kernel's name); the first that matches names the kind
+    ("triton", r"^triton_|^kernel_"),
     ("convolution (cuDNN)", r"cudnn|conv|implicit_gemm|sm90_xmma|xmma_fprop|dgrad|wgrad|nhwc|nchw"),
     ("matmul (cuBLAS)", r"gemm|cublas|cutlass|sm90_"),
-    ("triton", r"^triton_|^kernel_"),
     ("copy / layout", r"copy|Copy|transpose|elementwise_kernel.*direct_copy"),
 ]
 
