@@ -1,6 +1,7 @@
 """Host time per statement of the wrappers minicompiler generates, for one model's training step.
 
     python benchmarks/wrapper_statement_times.py "ResNet-18 b16"      (a name from minicompiler/bench/zoo.py)
+    python benchmarks/wrapper_statement_times.py "timm resnet50" --inference     (eval, no_grad calls)
 
 A profiler adds its own cost to every call it records, which in a step of ~1,000 small calls is most
 of what it measures. Instead, each top-level statement of every generated `call` function gets a
@@ -45,12 +46,12 @@ def _timed_wrapper(text: str, namespace: dict[str, Any]) -> Any:
         lines.append(line)
         if line.strip() and not line.strip().startswith("#"):
             last_code = line
-    WRAPPERS.append({"readings": readings, "statements": statements})
+    WRAPPERS.append({"readings": readings, "statements": statements, "namespace": namespace})
     namespace.update(_readings=readings, _now=time.perf_counter)
     return _compile_wrapper("\n".join(lines), namespace)
 
 
-def kind(statement: str) -> str:
+def kind(statement: str, namespace: dict[str, Any]) -> str:
     if re.search(r"kernel\w*\[", statement):
         return "triton launch"
     for marker, name in (("torch.empty_strided", "alloc"), ("empty_strided_cuda", "alloc"),
@@ -61,12 +62,14 @@ def kind(statement: str) -> str:
     if statement.startswith(("del ", "return")):
         return statement.split()[0]
     if found := re.search(r"= (ops\.\w+|const_\d+)", statement):
-        return "torch call (const_)" if found.group(1).startswith("const_") else found.group(1)
+        if found.group(1).startswith("const_"):  # a torch function the wrapper holds: say which
+            return f"torch call: {getattr(namespace.get(found.group(1)), '__name__', '?')}"
+        return found.group(1)
     return "contiguous" if ".contiguous(" in statement else "other"
 
 
 def report(wrapper: dict[str, Any], index: int) -> None:
-    readings, statements = wrapper["readings"], wrapper["statements"]
+    readings, statements, namespace = wrapper["readings"], wrapper["statements"], wrapper["namespace"]
     calls = sum(1 for position, _ in readings if position == 0)
     if not calls:
         return
@@ -76,8 +79,8 @@ def report(wrapper: dict[str, Any], index: int) -> None:
     for (position, start), (following, end) in zip(readings, readings[1:], strict=False):
         if following != 0:  # the next call's first reading is no end of this statement
             per_statement[position] += end - start
-            per_kind[kind(statements[position])] += end - start
-            count[kind(statements[position])] += 1
+            per_kind[kind(statements[position], namespace)] += end - start
+            count[kind(statements[position], namespace)] += 1
     print(f"\n== wrapper {index}: {len(statements)} statements, {calls} calls, "
           f"{sum(per_kind.values()) / calls * 1e3:.3f} ms per call (to its return)")
     for name, seconds in per_kind.most_common():
@@ -88,12 +91,19 @@ def report(wrapper: dict[str, Any], index: int) -> None:
         print(f"  {seconds / calls * 1e6:8.1f}  {statements[position][:150]}")
 
 
-def main(model: str) -> None:
+def main(model: str, inference: bool) -> None:
     codegen_module._compile_wrapper = _timed_wrapper
     device = "cuda" if torch.cuda.is_available() else "cpu"
     built = next(case for case in CASES if case.name == model).make(device, device == "cpu")
-    step = _Step(quiet_randomness(built.module), compilers(["default"], torch_compile=False)["minicompiler default"],
-                 built.inputs)
+    compile_default = compilers(["default"], torch_compile=False)["minicompiler default"]
+    if inference:
+        compiled = compile_default(quiet_randomness(built.module).eval())
+
+        def step() -> None:
+            with torch.no_grad():
+                compiled(*built.inputs)
+    else:
+        step = _Step(quiet_randomness(built.module), compile_default, built.inputs)
     sync = torch.cuda.synchronize if device == "cuda" else lambda: None
     for _ in range(4):
         step()
@@ -104,10 +114,11 @@ def main(model: str) -> None:
     for _ in range(10):
         step()
     sync()
-    print(f"{model}: {(time.perf_counter() - start) / 10 * 1e3:.2f} ms per training step (with the readings)")
+    task = "call (inference)" if inference else "training step"
+    print(f"{model}: {(time.perf_counter() - start) / 10 * 1e3:.2f} ms per {task} (with the readings)")
     for index, wrapper in enumerate(WRAPPERS):
         report(wrapper, index)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], "--inference" in sys.argv[2:])
