@@ -40,6 +40,7 @@ from minicompiler.ir.printer import format_value
 from minicompiler.ir.symbolic import SymSize, size_code, symbol_of
 from minicompiler.layout import is_channels_last
 from minicompiler.replace.conv_bn import folded_bias, folded_weight
+from minicompiler.runtime.kept import KeptValues
 
 # Extern ops whose result is always a fresh contiguous tensor. Any other extern (cat,
 # torch_call) may hand back another layout, while kernels read it as contiguous.
@@ -55,7 +56,8 @@ CONVOLUTION_GRADIENT = {fn: (convolution, role) for convolution, grads in CONV_G
 # the memory of what they read must not take a new value within the call
 CACHED_PER_TENSOR = (folded_weight, folded_bias)
 RESERVED = frozenset({"torch", "ops", "inputs", "call", "float", "channels_last_copy", "reinterpret_tensor",
-                      "empty_strided_cuda", "torch_call_vjps", "recorded_vjps", "convolution_grads"})
+                      "empty_strided_cuda", "torch_call_vjps", "recorded_vjps", "convolution_grads", "kept",
+                      "kept_values"})
 # the gradient ops of a library call, and where each has the position of the argument it differentiates
 VJP_ARGNUM = {"torch_call_vjp": 1, "recorded_vjp": 3}
 GENERATED_NAME = re.compile(r"(const_|size|s)[0-9]+")
@@ -124,7 +126,11 @@ def wrapper_source(schedule: Schedule, launch: Launch, dynamic: bool = False,
     `consume_inputs`: after unpacking, the input list is emptied (`inputs.clear()`), so an input
     too is freed after its last use (a backward's saved activations, which the caller let go)."""
     w = _Writer(schedule)
-    lines = ["def call(inputs):"]
+    folds = _kept_folds(schedule.steps)
+    kept_inputs = list(dict.fromkeys(p for node in folds for p in node.inputs()))
+    kept_nodes = {*folds, *kept_inputs}
+    prologue = _kept_values_lines(folds, kept_inputs, w)
+    lines = [*prologue, "def call(inputs):"]
     if schedule.graph.inputs:
         unpacked = ", ".join(w.names[p] for p in schedule.graph.inputs)
         lines.append(f"    {unpacked}{',' if len(schedule.graph.inputs) == 1 else ''} = inputs")
@@ -132,18 +138,19 @@ def wrapper_source(schedule: Schedule, launch: Launch, dynamic: bool = False,
             lines.append("    inputs.clear()")
         lines += _symbol_lines(schedule, w)
     for p in schedule.graph.inputs:  # read channels-last (layout.py): a weight's copy, made once
-        if is_channels_last(p):
+        if is_channels_last(p) and p not in kept_nodes:
             lines.append(f"    {w.names[p]} = channels_last_copy({w.names[p]})")
     symbolic = not all(_static(node) for node in schedule.graph.nodes if node.meta is not None)
     views = {} if dynamic or symbolic else direct_views(schedule)  # sizes known only at call time: torch's ops
     gathered = {**_gathered_vjps(schedule.steps), **_gathered_convolution_grads(schedule.steps)}
     later = {node for first, nodes in gathered.items() for node in nodes if node is not first}  # with the first
-    blocks = [_kernel_lines(step, w, launch, dynamic) if isinstance(step, Kernel)
-              else _view_lines(step.node, views[step.node], w) if step.node in views
-              else _gathered_lines(gathered[step.node], w) if step.node in gathered
-              else [] if step.node in later
-              else _call_lines(step, w)
-              for step in _without_unread_views(schedule, views)]
+    blocks = [_kept_call_lines(folds, kept_inputs, w)] if folds else []
+    blocks += [_kernel_lines(step, w, launch, dynamic) if isinstance(step, Kernel)
+               else _view_lines(step.node, views[step.node], w) if step.node in views
+               else _gathered_lines(gathered[step.node], w) if step.node in gathered
+               else [] if step.node in later or step.node in kept_nodes
+               else _call_lines(step, w)
+               for step in _without_unread_views(schedule, views)]
     kept = set(names_in(w.format(schedule.graph.outputs)))
     if not consume_inputs:  # the caller's list keeps them alive anyway: no `del` for them
         kept |= {w.names[n] for n in schedule.graph.inputs}
@@ -155,6 +162,37 @@ def wrapper_source(schedule: Schedule, launch: Launch, dynamic: bool = False,
     lines += plan.lines
     lines.append(f"    return {w.format(schedule.graph.outputs)}")
     return "\n".join(lines) + "\n", w.constants, [note for note in (plan.summary(), _gathered_note(gathered)) if note]
+
+
+def _kept_folds(steps: list[Step]) -> list[Node]:
+    """The batch norm folds (replace/conv_bn.py) that read the graph's inputs only: their values
+    are the same from call to call until a parameter changes (runtime/kept.py)."""
+    return [step.node for step in steps if isinstance(step, ExternCall) and step.node.op == "torch_call"
+            and step.node.args[0] in CACHED_PER_TENSOR and all(n.op == "placeholder" for n in step.node.inputs())]
+
+
+def _kept_values_lines(folds: list[Node], inputs: list[Node], w: _Writer) -> list[str]:
+    """`def kept_values(...)`: the folds, and the channels-last copies of the weights they read,
+    as a function of those inputs, which the wrapper's `kept` calls again only when one changes."""
+    if not folds:
+        return []
+    w.constants["kept"] = KeptValues()
+    lines = [f"def kept_values({', '.join(w.names[p] for p in inputs)}):"]
+    lines += [f"    {w.names[p]} = channels_last_copy({w.names[p]})" for p in inputs if is_channels_last(p)]
+    for node in folds:
+        lines += _call_lines(ExternCall(node, ""), w)
+    return [*lines, f"    return {_kept_names(folds, inputs, w)}", "", ""]
+
+
+def _kept_call_lines(folds: list[Node], inputs: list[Node], w: _Writer) -> list[str]:
+    arguments = ", ".join(w.names[p] for p in inputs)
+    return ["    # the batch norms' folds, made again only when a tensor they read changes (runtime/kept.py)",
+            f"    {_kept_names(folds, inputs, w)} = kept(kept_values, {arguments})"]
+
+
+def _kept_names(folds: list[Node], inputs: list[Node], w: _Writer) -> str:
+    """What `kept_values` returns: the channels-last copies it makes, then the folds."""
+    return ", ".join([w.names[p] for p in inputs if is_channels_last(p)] + [w.names[n] for n in folds])
 
 
 def _new_memory(node: Node) -> bool:

@@ -126,3 +126,40 @@ def test_the_folded_weight_is_kept_between_calls_until_a_tensor_changes() -> Non
             torch.testing.assert_close(compiled(x), model(x))
     assert not any("rsqrt" in name for name in second.names)
     assert any("rsqrt" in name for name in third.names)
+
+
+def test_the_wrapper_makes_its_folds_in_one_kept_prologue() -> None:
+    """Every fold reading parameters alone is made by `kept_values`, which the wrapper's `kept`
+    calls again only when one of the tensors it reads changes (runtime/kept.py)."""
+    model = nn.Sequential(conv_bn_relu(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)),
+                          conv_bn_relu(nn.Conv2d(8, 4, 3), nn.BatchNorm2d(4))).eval()
+    compiled = minicompiler.compile(model)
+    x = torch.randn(2, 3, 10, 10)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+    (graph_report,) = compiled.report.graphs
+    wrapper = next(s.text for s in graph_report.stages if s.name == "codegen").split("# ---- wrapper ----")[1]
+    prologue, call = wrapper.split("def call(inputs):")
+    assert prologue.startswith("\ndef kept_values(") and "= kept(kept_values, " in call
+    assert len(prologue.strip().splitlines()) == 1 + 2 * 4 + 1  # def, four folds (comment + call), return
+
+
+def test_kept_folds_follow_a_replaced_parameter_and_training_steps() -> None:
+    model = conv_bn_relu(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)).eval()
+    eager = copy.deepcopy(model)
+    compiled = minicompiler.compile(model)
+    x = torch.randn(2, 3, 10, 10)
+    with torch.no_grad():
+        compiled(x)
+        new_weight = torch.randn_like(model[0].weight)
+        model[0].weight, eager[0].weight = nn.Parameter(new_weight), nn.Parameter(new_weight.clone())
+        torch.testing.assert_close(compiled(x), eager(x))
+    # gradient steps between calls: each changes the weight in place, and the next call follows
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, eager)]
+    for _ in range(3):
+        for run, optimizer in zip((compiled, eager), optimizers, strict=True):
+            optimizer.zero_grad()
+            run(x).square().mean().backward()
+            optimizer.step()
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), eager(x))
