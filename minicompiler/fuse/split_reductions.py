@@ -51,6 +51,10 @@ MANY_ROWS = 2048  # the first step keeps at least this many rows
 OUTER_BLOCK_ROWS = 64  # rows per program of an outer reduction (codegen/triton.py's XBLOCK for them)
 MANY_PROGRAMS = 512  # an outer reduction's first step has at least this many (~4 per multiprocessor)
 MIN_CHUNK = 8  # and sums at least this many elements per row
+# inputs smaller than this are read whole by one kernel in a few microseconds: a second kernel
+# would cost more host time (a launch and a buffer) than it saves (the MLP's (1024, 10) output
+# gradient, summed over its rows, was split in 128 chunks)
+SMALL_INPUT = 1 << 16
 
 
 def split_reductions(graph: Graph) -> list[str]:
@@ -90,7 +94,7 @@ def _splittable_shape(node: Node) -> tuple[int, ...] | None:
     shape = node.args[0].meta.shape
     if not all(isinstance(s, int) for s in shape):
         return None  # symbolic sizes: the row counts are not known
-    return shape
+    return shape if math.prod(shape) >= SMALL_INPUT else None
 
 
 def _first_step_dims(node: Node) -> tuple[int, ...]:

@@ -69,6 +69,7 @@ def test_a_bias_gradients_column_sums_split_their_rows(shape, chunks):
     ((1024, 32768), (0,), "512 programs of 64 columns already"),
     ((100, 768), (0,), "rows of 100: short"),
     ((1031, 768), (0,), "1031 rows: no divisor gives chunks of 8 or more"),
+    ((1024, 10), (0,), "10,240 elements: one kernel reads them in microseconds"),
     ((), (), "a 0-d tensor: nothing to reduce"),
 ])
 def test_column_sums_left_whole(shape, dims, why):
