@@ -152,10 +152,13 @@ def _times(ops: GraphOps, a: Any, b: Any) -> Any:
 # node.tags[WINDOW_MAXIMUM]: this node is, element by element, the largest value of the window that
 # the one argmax its positions are computed from reduces (replace/max_pool_values.py reads it)
 WINDOW_MAXIMUM = "window_maximum"
+# node.tags[POOL_WINDOWS] on a regular max pool's read of x at each window's argmax: the pool's
+# (kernel, stride, padding, dilation), for its gradient as a gather (autograd/pool_gradient.py)
+POOL_WINDOWS = "pool_windows"
 
 
 def _at_maximum(ops: GraphOps, x: Node, out: Sequence[int], window: Sequence[int], where: Sequence[Window],
-                bounds: Sequence[tuple[int, int]]) -> tuple[Node, list[Node]]:
+                bounds: Sequence[tuple[int, int]], windows: tuple | None = None) -> tuple[Node, list[Node]]:
     """Each window's first largest value, read from x at that one tap, and the tap's source index
     along each spatial dim. The window is read once, for its argmax; the value's gradient then goes
     to that one element, as torch sends it (amax's rule would share it among ties, a window of
@@ -167,13 +170,18 @@ def _at_maximum(ops: GraphOps, x: Node, out: Sequence[int], window: Sequence[int
     taps = unravel(ops, best, window)
     picked, sources = _read_taps(ops, x, index[:nb], index[nb:], taps, where, bounds, lowest(x.meta.dtype))
     picked.tags[WINDOW_MAXIMUM] = True
+    read = picked
+    while read.op == "where":  # the padding's mask around the read
+        read = read.args[1]
+    if windows is not None:
+        read.tags[POOL_WINDOWS] = windows
     return picked, sources
 
 
 def _max_pool(ops: GraphOps, x: Node, out: Sequence[int], window: Sequence[int], where: Sequence[Window],
-              bounds: Sequence[tuple[int, int]], exact_gradient: bool) -> Node:
+              bounds: Sequence[tuple[int, int]], exact_gradient: bool, windows: tuple | None = None) -> Node:
     if exact_gradient:
-        return _at_maximum(ops, x, out, window, where, bounds)[0]
+        return _at_maximum(ops, x, out, window, where, bounds, windows)[0]
     values, _ = windowed(ops, x, out, window, where, bounds, lowest(x.meta.dtype))
     return ops.amax(values, window_dims(x, len(out)), False)
 
@@ -189,7 +197,8 @@ def _max_pool_indices(ops: GraphOps, x: Node, out: Sequence[int], window: Sequen
 def max_pool(ops: GraphOps, x: Node, kernel: Sequence[int], stride: Sequence[int], padding: Sequence[int],
              dilation: Sequence[int], ceil_mode: bool, exact_gradient: bool = False) -> Node:
     out, where, bounds = _regular(ops, x, kernel, stride, padding, dilation, ceil_mode)
-    return _max_pool(ops, x, out, kernel, where, bounds, exact_gradient)
+    windows = (tuple(kernel), tuple(stride), tuple(padding), tuple(dilation))
+    return _max_pool(ops, x, out, kernel, where, bounds, exact_gradient, windows)
 
 
 @register_decomposition("max_pool_indices")

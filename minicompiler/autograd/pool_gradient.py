@@ -1,0 +1,92 @@
+"""A max pool's input gradient as a gather: each element of x sums the gradients of the windows
+whose maximum it is.
+
+A max pool reads each window's value from x at its argmax (decompose/pooling.py). Autograd's rule
+for any read (`load_at`) sends the gradient back by adding each window's gradient into zeros at the
+position it read: a scatter, one atomic add per window into memory that neighbouring windows share
+(a maximum in the overlap of two windows gets two). On the H100 that took twice eager's time for
+ResNet's stem pool (0.44 against 0.22 ms), and on the CPU it visits every window's place.
+
+Eager instead loops over the input: for element h of x, the windows that hold it are those that
+start at most one window span before it,
+
+    o * stride - pad  <=  h  <=  o * stride - pad + (kernel - 1) * dilation,
+
+at most (kernel - 1) * dilation // stride + 1 of them along each dim (two for a 3x3, stride-2 pool:
+four in 2-d). In window o, h is tap t = h + pad - o * stride (every dilation-th place is one), and
+h's gradient is the sum of the gradients of the windows whose argmax is that tap:
+
+    grad_x[h] = sum over candidate windows o of   g[o]  where argmax[o] == tap of h in o   (else 0)
+
+One pointwise kernel over x, a few reads of g and of the argmax (which the forward saves) per
+element, no atomics, and it fuses with what reads the gradient next (the ReLU before the pool). It
+sends each window's gradient where the scatter does, so both give the same sums (in another order
+where a tie makes one element the maximum of two windows). Only the pools of `max_pool` have these
+regular windows: adaptive ones (windows of varying length) keep the scatter.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+from minicompiler.autograd.vjp import GraphOps
+from minicompiler.decompose.gathers import clamp, coordinates, exact_quotient, ravel
+from minicompiler.decompose.pooling import opmath
+from minicompiler.ir import Node
+
+# (kernel, stride, padding, dilation), each per spatial dim
+Windows = tuple[Sequence[int], Sequence[int], Sequence[int], Sequence[int]]
+
+
+def window_argmax(indices: tuple[Any, ...], out_shape: tuple[int, ...]) -> Node | None:
+    """The one argmax (each window's tap, row-major over the window) that a max pool's read
+    `indices` are computed from; None if there is not exactly one of the read's shape."""
+    found, todo, seen = set(), [i for i in indices if isinstance(i, Node)], set()
+    while todo and len(seen) < 200:  # the positions' arithmetic: a few dozen nodes
+        step = todo.pop()
+        if step in seen:
+            continue
+        seen.add(step)
+        if step.op == "argmax":
+            found.add(step)
+        else:
+            todo += step.inputs()
+    if todo or len(found) != 1:
+        return None
+    (best,) = found
+    return best if best.meta.shape == out_shape else None
+
+
+def max_pool_input_gradient(ops: GraphOps, g: Node, argmax: Node, x: Node, windows: Windows) -> Node:
+    """x's gradient where window w's gradient `g[w]` goes to its tap number `argmax[w]`."""
+    kernel, stride, padding, dilation = windows
+    batch = x.meta.ndim - len(kernel)
+    out = g.meta.shape[batch:]
+    index = coordinates(ops, x.meta.shape, x.meta.device)
+    # as eager sums: its CUDA kernel in float32 for float16, its CPU kernel in the gradient's dtype
+    accumulate = opmath(g.meta.dtype) if x.meta.device.type == "cuda" else g.meta.dtype
+    # the windows `back` steps before the last one to hold h, first window first (eager's order)
+    spans = [range((k - 1) * d // s, -1, -1) for k, s, d in zip(kernel, stride, dilation, strict=True)]
+    total = None
+    for back in itertools.product(*spans):
+        windows_at, taps, inside = [], [], None
+        for d, j in enumerate(back):
+            k, s, p, dil = kernel[d], stride[d], padding[d], dilation[d]
+            shifted = ops.add(index[batch + d], p)
+            o = ops.sub(exact_quotient(ops, shifted, s), j)
+            tap = ops.sub(shifted, ops.mul(o, s))  # h's place in window o: >= 0, as o * s <= h + p
+            ok = ops.logical_and(ops.ge(o, 0), ops.logical_and(ops.lt(o, out[d]), ops.le(tap, (k - 1) * dil)))
+            if dil > 1:  # between two taps of a dilated window: not one of its elements
+                ok = ops.logical_and(ok, ops.eq(ops.remainder(tap, dil), 0))
+                tap = exact_quotient(ops, tap, dil)
+            inside = ok if inside is None else ops.logical_and(inside, ok)
+            windows_at.append(clamp(ops, o, 0, out[d] - 1))
+            taps.append(tap)
+        at = (*index[:batch], *windows_at)
+        mine = ops.logical_and(inside, ops.eq(ops.load_at(argmax, at), ravel(ops, taps, kernel)))
+        term = ops.where(mine, ops.convert(ops.load_at(g, at), accumulate), 0)
+        total = term if total is None else ops.add(total, term)
+    assert total is not None
+    return ops.convert(total, g.meta.dtype)
