@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from minicompiler.autograd.pool_gradient import max_pool_input_gradient, window_argmax
+from minicompiler.autograd import pool_gradient
 from minicompiler.autograd.vjp import Grads, GraphOps, NotDifferentiable, normalize_dim, sum_to_size, vjp, zeros
 from minicompiler.decompose.pooling import POOL_WINDOWS
 from minicompiler.ir import OPS, Node
@@ -194,9 +194,9 @@ def vjp_cat(ops: GraphOps, g: Node, y: Node, tensors: list[Node], dim: int = 0) 
 
 @vjp("load_at")  # out[p] = x[indices[p]]: g[p] is added back at indices[p], none to the indices
 def vjp_load_at(ops: GraphOps, g: Node, y: Node, x: Node, indices: tuple[Any, ...]) -> Grads:
-    windows = y.tags.get(POOL_WINDOWS)
-    if windows is not None and (argmax := window_argmax(indices, y.meta.shape)) is not None:
-        return max_pool_input_gradient(ops, g, argmax, x, windows), None  # a gather, no atomics
+    windows = y.tags.get(POOL_WINDOWS) if x.meta.device.type in pool_gradient.GATHERED_ON else None
+    if windows is not None and (argmax := pool_gradient.window_argmax(indices, y.meta.shape)) is not None:
+        return pool_gradient.max_pool_input_gradient(ops, g, argmax, x, windows), None  # a gather, no atomics
     position = _flat_position(ops, indices, x.meta.shape)
     if g.meta.dtype not in ATOMIC_DTYPES:  # no atomic adds for it in both backends: torch's index_add_
         return ops.torch_call(accumulate_at, x.meta.shape, position, g), None
