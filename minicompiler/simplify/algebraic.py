@@ -112,6 +112,48 @@ def _positions_in_range(g: Graph, x: Node, low: Any, high: Any) -> Node | None:
     return x if in_range else None
 
 
+def _zero_fill(node: Any) -> bool:
+    return isinstance(node, Node) and node.op == "full" and node.args[1] == 0
+
+
+def _cat_pieces(node: Node) -> tuple[int, list[tuple[int, int, Node]]] | None:
+    """(dim, [(start, end, piece)]) of a cat along one dim whose pieces' sizes are known now."""
+    if node.op != "cat" or node.kwargs:
+        return None
+    tensors, dim = node.args[0], node.args[1] % node.meta.ndim if len(node.args) > 1 else 0
+    pieces, start = [], 0
+    for piece in tensors:
+        size = piece.meta.shape[dim]
+        if not isinstance(size, int):
+            return None
+        pieces.append((start, start + size, piece))
+        start += size
+    return dim, pieces
+
+
+def _merged_cats(g: Graph, a: Node, b: Node) -> Node | None:
+    # A gradient of x[0], x[1], x[2] (q, k, v = qkv.unbind()) is three cats of one piece each
+    # among zeros, added up: cat([g0, 0]) + cat([0, g1, 0]) + cat([0, g2]). Where no place has a
+    # non-zero piece in both cats, the sum is one cat of the pieces (exact: x + 0 is x, but for the
+    # sign of a zero), and there are no zero fills and no adds: cat([g0, g1, g2]).
+    found_a, found_b = _cat_pieces(a), _cat_pieces(b)
+    if found_a is None or found_b is None or found_a[0] != found_b[0] or a.meta.shape != b.meta.shape:
+        return None
+    dim = found_a[0]
+    nonzero = sorted((start, end, piece) for start, end, piece in (*found_a[1], *found_b[1]) if not _zero_fill(piece))
+    if any(later[0] < earlier[1] for earlier, later in zip(nonzero, nonzero[1:], strict=False)):
+        return None  # two non-zero pieces overlap: their sum is an add after all
+    pieces, at = [], 0
+    for start, end, piece in [*nonzero, (a.meta.shape[dim], None, None)]:
+        if start > at:  # a gap: zeros there in both cats
+            shape = (*a.meta.shape[:dim], start - at, *a.meta.shape[dim + 1:])
+            pieces.append(g.call("full", shape, 0.0, a.meta.dtype, device=str(a.meta.device)))
+        if piece is not None:
+            pieces.append(piece)
+            at = end
+    return g.call("cat", pieces, dim) if len(pieces) > 1 else pieces[0]
+
+
 RULES: list[Rule] = [
     Rule("x*1 -> x", P("mul", "x", 1), lambda g, x: x),
     # -0.0 + 0 is +0.0, so only the sign of a zero can differ
@@ -151,6 +193,7 @@ RULES: list[Rule] = [
          _transposed_product, sole_use=True),
     Rule("sum(a*b) -> sum(a)*sum(b) where each summed dim is one factor's",
          P("sum", P("mul", "a", "b"), Arg("dims"), Arg("keepdim")), _factored_sum, sole_use=True),
+    Rule("cat(..., a, 0, ...) + cat(..., 0, b, ...) -> cat(..., a, b, ...)", P("add", "a", "b"), _merged_cats),
     Rule("check_indices(positions 0..n-1 within bounds) -> positions",
          P("check_indices", "x", Arg("low"), Arg("high")), _positions_in_range),
 ]

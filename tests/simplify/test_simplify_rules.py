@@ -83,6 +83,13 @@ RULE_EXAMPLES: dict[str, tuple[Build, list[str], tuple[int, ...]]] = {
         lambda g, x: g.call("add", x, g.call("convert", g.call("check_indices", positions(g, 4), 0, 4), torch.float32)),
         ["iota", "expand", "convert", "add"], (3, 4),
     ),
+    # q, k, v = qkv.unbind(): each one's gradient padded with zeros, the three added up
+    "cat(..., a, 0, ...) + cat(..., 0, b, ...) -> cat(..., a, b, ...)": (
+        lambda g, x: g.call("add", g.call("add", g.call("cat", [x, full(g, (2, 4), 0.0)], 0),
+                                          g.call("cat", [full(g, (1, 4), 0.0), g.call("exp", x), full(g, (1, 4), 0.0)], 0)),
+                            g.call("cat", [full(g, (2, 4), 0.0), g.call("neg", x)], 0)),
+        ["exp", "neg", "cat"], (1, 4),
+    ),
 }
 
 
@@ -125,6 +132,9 @@ def test_rule_fires_and_keeps_the_result(rule) -> None:
         ("position 4 is past a table of 4",
          lambda g, x: g.call("check_indices", positions(g, 4), 0, 3), (3, 4), torch.float32),
         ("indices a user gives are checked", lambda g, x: g.call("check_indices", x, 0, 4), (3, 4), torch.int64),
+        ("the cats' non-zero pieces overlap: an add is needed there",
+         lambda g, x: g.call("add", g.call("cat", [x, full(g, (1, 4), 0.0)], 0),
+                             g.call("cat", [full(g, (1, 4), 0.0), x], 0)), (2, 4), torch.float32),
         ("the product is read untransposed too: it would be computed twice",
          lambda g, x: g.call("add", g.call("permute", p := g.call("matmul", x, x), (1, 0)), p), (3, 3),
          torch.float32),
