@@ -16,7 +16,7 @@ from minicompiler.autograd import pool_gradient
 from minicompiler.autograd.vjp import Grads, GraphOps, NotDifferentiable, normalize_dim, sum_to_size, vjp, zeros
 from minicompiler.decompose.pooling import POOL_WINDOWS
 from minicompiler.ir import OPS, Node
-from minicompiler.ir.gather import accumulate_at
+from minicompiler.ir.gather import accumulate_at, accumulate_rows
 from minicompiler.ir.graph import contiguous_strides
 from minicompiler.ir.scatter import ATOMIC_DTYPES
 from minicompiler.ir.symbolic_shapes import slice_bounds
@@ -197,6 +197,8 @@ def vjp_load_at(ops: GraphOps, g: Node, y: Node, x: Node, indices: tuple[Any, ..
     windows = y.tags.get(POOL_WINDOWS) if x.meta.device.type in pool_gradient.GATHERED_ON else None
     if windows is not None and (argmax := pool_gradient.window_argmax(indices, y.meta.shape)) is not None:
         return pool_gradient.max_pool_input_gradient(ops, g, argmax, x, windows), None  # a gather, no atomics
+    if x.meta.device.type == "cpu" and _whole_rows(indices, x, y):  # an embedding: rows added whole
+        return ops.torch_call(accumulate_rows, x.meta.shape, indices[0], g), None
     position = _flat_position(ops, indices, x.meta.shape)
     if g.meta.dtype not in ATOMIC_DTYPES:  # no atomic adds for it in both backends: torch's index_add_
         return ops.torch_call(accumulate_at, x.meta.shape, position, g), None
@@ -225,6 +227,21 @@ def _flattened(ops: GraphOps, t: Node) -> Node:
     """t as one row, to be read at flat positions: a view of its buffer, or of a copy where t is a
     view itself (an expanded gradient, which no reshape can view)."""
     return ops.reshape(ops.clone(t) if t.op in OPS and OPS[t.op].kind == "view" else t, (t.meta.numel,))
+
+
+def _whole_rows(indices: tuple[Any, ...], x: Node, y: Node) -> bool:
+    """Does load_at(x, indices) read whole rows of a 2-d x, y[.., j] = x[rows[..], j] (an embedding,
+    decompose/gathers.py): a row number per row of y, and each row's columns in order?"""
+    if x.meta.ndim != 2 or len(indices) != 2 or not all(isinstance(i, Node) for i in indices):
+        return False
+    rows, columns = indices
+    width = x.meta.shape[1]
+    if y.meta.shape[-1] != width or rows.meta.shape != (*y.meta.shape[:-1], 1):
+        return False
+    if columns.op == "add" and isinstance(columns.args[1], Node) and columns.args[1].op == "full" \
+            and columns.args[1].args[1] == 0:
+        columns = columns.args[0]  # coordinate(): the iota broadcast by adding zeros
+    return columns.op == "iota" and columns.args[1] == y.meta.ndim - 1 and columns.meta.shape[-1] == width
 
 
 def _flat_position(ops: GraphOps, indices: tuple[Any, ...], shape: tuple[Any, ...]) -> Any:

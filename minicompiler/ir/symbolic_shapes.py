@@ -14,7 +14,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from minicompiler.ir.gather import accumulate_at
+from minicompiler.ir.gather import accumulate_at, accumulate_rows
 from minicompiler.ir.graph import Node, TensorMeta, contiguous_strides, flatten, map_structure
 from minicompiler.ir.symbolic import SymSize, is_symbolic
 
@@ -224,6 +224,7 @@ TORCH_CALL_RULES: dict[Callable[..., Any], ShapeRule] = {
     F.scaled_dot_product_attention: lambda q, k, v, *rest, **kw: _shape(q)[:-1] + _shape(v)[-1:],
     torch.arange: _arange,
     accumulate_at: lambda shape, indices, grad: tuple(shape),
+    accumulate_rows: lambda shape, rows, grad: tuple(shape),
 }
 
 

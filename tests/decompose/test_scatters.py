@@ -162,14 +162,31 @@ def test_repeated_positions_accumulate(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_embedding_backward_is_generated(backend: str) -> None:
-    # load_at's backward (here an embedding's, repeated ids): atomic adds into zeros, in a generated kernel
+def test_embedding_backward_adds_whole_rows_on_the_cpu(backend: str) -> None:
+    # load_at's backward for an embedding (repeated ids): on the CPU, torch's index_add_ of whole
+    # rows (ir/gather.py accumulate_rows), one vectorized add per token instead of an atomic add
+    # per element; a read that is not of whole rows keeps the generated scatter (take, below)
     weight = torch.randn(7, 4, dtype=torch.float64, requires_grad=True)
     ids = torch.randint(0, 7, (5, 6))
     compiled = minicompiler.compile(lambda w, i: torch.nn.functional.embedding(i, w).tanh(), backend=backend)
     weights = torch.randn(5, 6, 4, dtype=torch.float64)
     expected = torch.autograd.grad((torch.nn.functional.embedding(ids, weight).tanh() * weights).sum(), weight)
     actual = torch.autograd.grad((compiled(weight, ids) * weights).sum(), weight)
+    torch.testing.assert_close(actual, expected)
+    stages = [s for g in compiled.report.graphs for s in g.stages + g.autograd]
+    assert "accumulate_rows" in "".join(s.text for s in stages if s.name.startswith("codegen"))
+    assert "store_at" not in "".join(s.text for s in stages if s.name.startswith("fuse"))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_gathers_backward_is_generated(backend: str) -> None:
+    # load_at's backward where the positions repeat (take): atomic adds into zeros, in a generated kernel
+    x = torch.randn(7, 4, dtype=torch.float64, requires_grad=True)
+    index = torch.randint(0, 28, (5, 6))
+    compiled = minicompiler.compile(lambda t, i: torch.take(t, i).tanh(), backend=backend)
+    weights = torch.randn(5, 6, dtype=torch.float64)
+    expected = torch.autograd.grad((torch.take(x, index).tanh() * weights).sum(), x)
+    actual = torch.autograd.grad((compiled(x, index) * weights).sum(), x)
     torch.testing.assert_close(actual, expected)
     assert_generated(compiled)
     stages = [s for g in compiled.report.graphs for s in g.stages + g.autograd]

@@ -86,7 +86,8 @@ RULE_EXAMPLES: dict[str, tuple[Build, list[str], tuple[int, ...]]] = {
     # q, k, v = qkv.unbind(): each one's gradient padded with zeros, the three added up
     "cat(..., a, 0, ...) + cat(..., 0, b, ...) -> cat(..., a, b, ...)": (
         lambda g, x: g.call("add", g.call("add", g.call("cat", [x, full(g, (2, 4), 0.0)], 0),
-                                          g.call("cat", [full(g, (1, 4), 0.0), g.call("exp", x), full(g, (1, 4), 0.0)], 0)),
+                                          g.call("cat", [full(g, (1, 4), 0.0), g.call("exp", x),
+                                                         full(g, (1, 4), 0.0)], 0)),
                             g.call("cat", [full(g, (2, 4), 0.0), g.call("neg", x)], 0)),
         ["exp", "neg", "cat"], (1, 4),
     ),
