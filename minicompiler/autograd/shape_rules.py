@@ -197,7 +197,9 @@ def vjp_load_at(ops: GraphOps, g: Node, y: Node, x: Node, indices: tuple[Any, ..
     windows = y.tags.get(POOL_WINDOWS) if x.meta.device.type in pool_gradient.GATHERED_ON else None
     if windows is not None and (argmax := pool_gradient.window_argmax(indices, y.meta.shape)) is not None:
         return pool_gradient.max_pool_input_gradient(ops, g, argmax, x, windows), None  # a gather, no atomics
-    if x.meta.device.type == "cpu" and _whole_rows(indices, x, y):  # an embedding: rows added whole
+    if x.meta.device.type == "cpu" and g.meta.dtype in ATOMIC_DTYPES and _whole_rows(indices, x, y):
+        # an embedding: its rows added whole (low precision keeps index_add_ of elements, below,
+        # which sums as eager's embedding backward does)
         return ops.torch_call(accumulate_rows, x.meta.shape, indices[0], g), None
     position = _flat_position(ops, indices, x.meta.shape)
     if g.meta.dtype not in ATOMIC_DTYPES:  # no atomic adds for it in both backends: torch's index_add_
