@@ -35,7 +35,6 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
@@ -47,25 +46,6 @@ from minicompiler.ir import Node
 # (kernel, stride, padding, dilation), each per spatial dim
 Windows = tuple[Sequence[int], Sequence[int], Sequence[int], Sequence[int]]
 GATHERED_ON = frozenset({"cuda"})  # the devices whose max pools' gradients gather (see above)
-
-
-def window_argmax(indices: tuple[Any, ...], out_shape: tuple[int, ...]) -> Node | None:
-    """The one argmax (each window's tap, row-major over the window) that a max pool's read
-    `indices` are computed from; None if there is not exactly one of the read's shape."""
-    found, todo, seen = set(), [i for i in indices if isinstance(i, Node)], set()
-    while todo and len(seen) < 200:  # the positions' arithmetic: a few dozen nodes
-        step = todo.pop()
-        if step in seen:
-            continue
-        seen.add(step)
-        if step.op == "argmax":
-            found.add(step)
-        else:
-            todo += step.inputs()
-    if todo or len(found) != 1:
-        return None
-    (best,) = found
-    return best if best.meta.shape == out_shape else None
 
 
 def max_pool_input_gradient(ops: GraphOps, g: Node, argmax: Node, x: Node, windows: Windows) -> Node:

@@ -14,7 +14,7 @@ import torch
 
 from minicompiler.autograd import pool_gradient
 from minicompiler.autograd.vjp import Grads, GraphOps, NotDifferentiable, normalize_dim, sum_to_size, vjp, zeros
-from minicompiler.decompose.pooling import POOL_WINDOWS
+from minicompiler.decompose.pooling import POOL_WINDOWS, argmax_behind
 from minicompiler.ir import OPS, Node
 from minicompiler.ir.gather import accumulate_at, accumulate_rows
 from minicompiler.ir.graph import contiguous_strides
@@ -195,7 +195,8 @@ def vjp_cat(ops: GraphOps, g: Node, y: Node, tensors: list[Node], dim: int = 0) 
 @vjp("load_at")  # out[p] = x[indices[p]]: g[p] is added back at indices[p], none to the indices
 def vjp_load_at(ops: GraphOps, g: Node, y: Node, x: Node, indices: tuple[Any, ...]) -> Grads:
     windows = y.tags.get(POOL_WINDOWS) if x.meta.device.type in pool_gradient.GATHERED_ON else None
-    if windows is not None and (argmax := pool_gradient.window_argmax(indices, y.meta.shape)) is not None:
+    argmax = argmax_behind(indices) if windows is not None else None
+    if argmax is not None and argmax.meta.shape == y.meta.shape:
         return pool_gradient.max_pool_input_gradient(ops, g, argmax, x, windows), None  # a gather, no atomics
     if x.meta.device.type == "cpu" and g.meta.dtype in ATOMIC_DTYPES and _whole_rows(indices, x, y):
         # an embedding: its rows added whole (low precision keeps index_add_ of elements, below,

@@ -157,6 +157,23 @@ WINDOW_MAXIMUM = "window_maximum"
 POOL_WINDOWS = "pool_windows"
 
 
+def argmax_behind(positions: Sequence[Any]) -> Node | None:
+    """The one argmax that a max pool's read positions are computed from (`_at_maximum`), or None
+    if there is not exactly one: the positions' arithmetic is walked (a few dozen nodes), not the
+    tensors that a load_at among it reads."""
+    found, todo, seen = set(), [p for p in positions if isinstance(p, Node)], set()
+    while todo and len(seen) < 200:
+        step = todo.pop()
+        if step in seen:
+            continue
+        seen.add(step)
+        if step.op == "argmax":
+            found.add(step)
+            continue
+        todo += step.inputs()[1:] if step.op == "load_at" else step.inputs()
+    return found.pop() if not todo and len(found) == 1 else None
+
+
 def _at_maximum(ops: GraphOps, x: Node, out: Sequence[int], window: Sequence[int], where: Sequence[Window],
                 bounds: Sequence[tuple[int, int]], windows: tuple | None = None) -> tuple[Node, list[Node]]:
     """Each window's first largest value, read from x at that one tap, and the tap's source index

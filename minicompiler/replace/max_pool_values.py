@@ -17,7 +17,7 @@ needs no argmax at all). Runs on a graph just before it is lowered, in place.
 
 from __future__ import annotations
 
-from minicompiler.decompose.pooling import WINDOW_MAXIMUM
+from minicompiler.decompose.pooling import WINDOW_MAXIMUM, argmax_behind
 from minicompiler.ir import Graph, Node
 from minicompiler.simplify.facts import is_pure, location
 
@@ -46,19 +46,9 @@ def _argmax_read(node: Node) -> Node | None:
     enough: a part of a rewritten node could carry it)."""
     if not node.tags.get(WINDOW_MAXIMUM) or (read := _read_of(node)) is None:
         return None
-    found, todo, seen = [], list(read.inputs()[1:]), set()  # the positions, not the tensor read
-    while todo and len(seen) < 200:  # the positions' arithmetic: a few dozen nodes
-        step = todo.pop()
-        if step in seen:
-            continue
-        seen.add(step)
-        if step.op == "argmax":
-            found.append(step)
-            continue
-        todo += step.inputs()[1:] if step.op == "load_at" else step.inputs()
-    if todo or len(found) != 1:
+    best = argmax_behind(read.inputs()[1:])  # the positions, not the tensor read
+    if best is None:
         return None
-    best = found[0]
     window = best.args[0]
     fits = (isinstance(window, Node) and best.args[2] is False and best.meta.shape == node.meta.shape
             and window.meta.dtype == node.meta.dtype and (of_window := _read_of(window)) is not None
