@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 15 on the H100, in three calls of at most ~9 minutes each; everything lands in $OUT:
-#   bash benchmarks/issue15_gpu.sh core       device.txt (GPU, versions, the GPU tests of tests/runtime and the
-#                                             addmm epilogue); bench_cuda_core.* (MiniTransformer, ResNet-18 b16:
+#   bash benchmarks/issue15_gpu.sh core       device.txt (GPU, versions, the GPU tests of tests/runtime, the
+#                                             addmm epilogue and the pool gradient; the max pool timed); bench_cuda_core.* (MiniTransformer, ResNet-18 b16:
 #                                             eager, torch.compile and minicompiler in default and reduce-overhead,
 #                                             inference and training step, profile); training_cuda.* (seed 003's
 #                                             trainer, every compiler); numpy_fn.txt (seed 001, this machine's CPU)
@@ -34,7 +34,9 @@ core)
   { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     python -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)"
     date -u +%Y-%m-%dT%H:%MZ
-    timeout 120 python -m pytest -q -p no:cacheprovider tests/runtime tests/replace/test_addmm_relu.py 2>&1 | tail -3
+    timeout 150 python -m pytest -q -p no:cacheprovider tests/runtime tests/replace/test_addmm_relu.py \
+        tests/autograd/test_pool_gradient.py 2>&1 | tail -3
+    timeout 60 python benchmarks/max_pool_check.py cuda 2>&1 | tail -12  # the gathered pool gradient, timed
   } 2>&1 | tee "$out/device.txt"
   part "core: MiniTransformer, ResNet-18 b16 (default, reduce-overhead; inference + training; profile)"
   bench core 240 190 --modes default,reduce-overhead --only "MiniTransformer (seed 003)$" --only "ResNet-18 b16$" \
