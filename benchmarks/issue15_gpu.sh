@@ -2,7 +2,8 @@
 # Issue 15 on the H100, in three calls of at most ~9 minutes each; everything lands in $OUT:
 #   bash benchmarks/issue15_gpu.sh core       device.txt (GPU, versions, the GPU tests of tests/runtime, the
 #                                             addmm epilogue and the pool gradient; the max pool timed);
-#                                             bench_cuda_core.* (MiniTransformer, ResNet-18 b16: eager, torch.compile and minicompiler in default and reduce-overhead,
+#                                             bench_cuda_core.* (MiniTransformer, ResNet-18 b16: eager,
+#                                             torch.compile and minicompiler in default and reduce-overhead,
 #                                             inference and training step, profile); training_cuda.* (seed 003's
 #                                             trainer, every compiler); numpy_fn.txt (seed 001, this machine's CPU)
 #   bash benchmarks/issue15_gpu.sh models     bench_cuda_models.* (MLP, masked MiniTransformer, ResNet-18 b1, seed
