@@ -2,10 +2,10 @@
 
     python benchmarks/gpu_kernel_times.py MODEL [MODEL ...] [--training]
 
-MODEL is a name from minicompiler/bench/zoo.py ("timm resnet50", ...). For each compiler: the median
-call time (synchronized, host included), the GPU's busy time per call (the sum of its kernels'
-times from torch.profiler), and the kernels that take most of it, grouped by kind (cuDNN
-convolutions, cuBLAS matmuls, Triton kernels, torch's own). A GPU-bound model is faster compiled
+MODEL is a name from minicompiler/bench/zoo.py ("timm resnet50", ...). For each compiler: the
+median call time (as minicompiler.bench times it: back to back, synchronized), the GPU's busy time
+per call (the sum of its kernels' times from torch.profiler), and the kernels that take most of it,
+grouped by kind (cuDNN convolutions, cuBLAS matmuls, Triton kernels, torch's own). A GPU-bound model is faster compiled
 only where its kernels are: this is the table that says which ones are not.
 """
 
@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import collections
 import re
-import statistics
 import sys
-import time
 
 import torch
 
 import minicompiler
 from minicompiler.bench.compare import _Step
+from minicompiler.bench.timing import median_call_seconds
 from minicompiler.bench.zoo import CASES, quiet_randomness
 
 STEPS = 10
@@ -57,15 +56,8 @@ def profile(model: str, which: str, training: bool) -> None:
         def call() -> None:
             with torch.no_grad():
                 compiled(*built.inputs)
-    for _ in range(5):
-        call()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(30):
-        start = time.perf_counter()
-        call()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
+    # the inputs are passed only so that the timing synchronizes on their device
+    seconds = median_call_seconds(lambda *_: call(), built.inputs, repeats=30, warmup=5)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(STEPS):
             call()
@@ -75,7 +67,7 @@ def profile(model: str, which: str, training: bool) -> None:
         if event.device_type == torch.autograd.DeviceType.CUDA:
             per_kernel[event.name].append(event.device_time / STEPS)
     busy = sum(sum(v) for v in per_kernel.values())
-    print(f"== {model} {'training' if training else 'inference'}, {which}: {statistics.median(times) * 1e3:.3f} ms "
+    print(f"== {model} {'training' if training else 'inference'}, {which}: {seconds * 1e3:.3f} ms "
           f"per call, GPU busy {busy / 1e3:.3f} ms per call")
     by_kind: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
     for name, times_ in per_kernel.items():
