@@ -140,7 +140,8 @@ def _merged_cats(g: Graph, a: Node, b: Node) -> Node | None:
     if found_a is None or found_b is None or found_a[0] != found_b[0] or a.meta.shape != b.meta.shape:
         return None
     dim = found_a[0]
-    nonzero = sorted((start, end, piece) for start, end, piece in (*found_a[1], *found_b[1]) if not _zero_fill(piece))
+    nonzero = sorted(((start, end, piece) for start, end, piece in (*found_a[1], *found_b[1])
+                      if not _zero_fill(piece)), key=lambda found: found[:2])
     if any(later[0] < earlier[1] for earlier, later in zip(nonzero, nonzero[1:], strict=False)):
         return None  # two non-zero pieces overlap: their sum is an add after all
     pieces, at = [], 0
