@@ -50,7 +50,7 @@ from minicompiler.reporting import describe_fusion, describe_kernels, describe_s
 from minicompiler.runtime import parallel_compile, progress
 from minicompiler.runtime.autotune import AutotunedModule
 from minicompiler.runtime.cuda_graphs import CUDAGraphRunner
-from minicompiler.simplify import simplify, simplify_with_log
+from minicompiler.simplify import simplify_with_log
 
 BACKENDS = ("auto", "cpp", "triton", "eager")
 Runner = Callable[[list[torch.Tensor]], Any]
@@ -201,7 +201,10 @@ class CompiledGraph:
             if recomputed := recomputed_checkpoints(backward):  # torch.utils.checkpoint regions
                 record.text += f"\nrecomputed in the backward (checkpointed): {', '.join(recomputed)}"
             self._record_autograd(joint, forward, backward, saved)
-            forward, backward = simplify(forward), simplify(backward)
+            (forward, forward_log), (backward, backward_log) = simplify_with_log(forward), simplify_with_log(backward)
+            # the rewrites of the rules (not CSE's and DCE's clean-ups) are levers a learner should see
+            record.notes += [f"{part}: {line}" for part, log in (("forward", forward_log), ("backward", backward_log))
+                             for line in log if line.startswith("algebraic:")]
             in_place = self._in_place_candidates(forward, len(saved))
             run_forward = self._lower(forward, " (forward)", fallback=False, keep_last=len(saved),
                                       written_back=in_place)

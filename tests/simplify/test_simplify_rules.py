@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
+import minicompiler
 from minicompiler.ir import Graph, Node, TensorMeta, run_graph
 from minicompiler.simplify import RULES, apply_algebraic_rules, eliminate_dead_code
 
@@ -166,3 +167,19 @@ def test_no_rule_changes_dtype_or_shape(dtype: torch.dtype) -> None:
         before, after = graph.output_nodes()[0].meta, result.output_nodes()[0].meta
         assert (after.shape, after.dtype) == (before.shape, before.dtype), name
         torch.testing.assert_close(run_graph(result, x), expected, equal_nan=True, msg=name)
+
+
+def test_the_rewrites_of_a_training_steps_graphs_are_in_the_report() -> None:
+    """The forward's and backward's rule rewrites are levers too: the autograd step's notes list
+    them (here the gradient of q, k, v = qkv.unbind(): one cat instead of three added)."""
+    def attention_like(qkv: torch.Tensor) -> torch.Tensor:
+        q, k, v = qkv.unbind(0)
+        return (q * 2 + k.sin() * v).sum()
+
+    qkv = torch.randn(3, 4, 5, requires_grad=True)
+    compiled = minicompiler.compile(attention_like)
+    (actual,) = torch.autograd.grad(compiled(qkv), qkv)
+    (expected,) = torch.autograd.grad(attention_like(qkv), qkv)
+    torch.testing.assert_close(actual, expected)
+    notes = compiled.report.graphs[0].stage("autograd").notes
+    assert any(note.startswith("backward: algebraic:") and "-> cat(..., a, b, ...)" in note for note in notes), notes
