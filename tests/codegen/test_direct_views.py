@@ -26,8 +26,30 @@ def test_a_chain_becomes_one_view_of_its_buffer() -> None:
     compiled = minicompiler.compile(heads)
     torch.testing.assert_close(compiled(x, w), heads(x, w))
     text = _wrapper(compiled)
-    assert text.count("reinterpret_tensor(") == 3  # q, k and v, each from the product's memory
+    # k and v, each from the product's memory; q starts where the product does, and only the
+    # kernel reads it: the kernel is handed the product itself (`kernel_only_views`)
+    assert text.count("reinterpret_tensor(") == 2
     assert "ops.permute" not in text and "ops.slice" not in text
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_views_only_kernels_read_are_their_buffers(backend: str) -> None:
+    """A bias reshaped to (1, C, 1, 1) for a kernel, and a product viewed back as an image: no
+    view is made, the kernel reads the buffers (with the view's strides, which it was generated
+    for); a view an extern reads, or the graph returns, is still made."""
+    def f(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        image = (x @ w).reshape(2, 3, 4, 5) + bias.reshape(1, 3, 1, 1)
+        flat = image.relu().reshape(2, 60)
+        return flat @ w.t(), image.sum(dim=(2, 3))
+
+    torch.manual_seed(0)
+    x, w, bias = torch.randn(2, 60), torch.randn(60, 60), torch.randn(3)
+    compiled = minicompiler.compile(f, backend=backend)
+    for got, expected in zip(compiled(x, w, bias), f(x, w, bias), strict=True):
+        torch.testing.assert_close(got, expected)
+    text = _wrapper(compiled).split("def call(", 1)[1]
+    assert "reinterpret_tensor(bias" not in text and "reinterpret_tensor(matmul" not in text
+    assert "reinterpret_tensor(w," in text  # w.t(), which the second matmul (an extern) reads
 
 
 def test_inputs_that_start_inside_their_memory() -> None:
