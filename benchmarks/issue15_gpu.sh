@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 15 on the H100, in three calls of at most ~9 minutes each; everything lands in $OUT:
+# Issue 15 on the H100, in four calls of at most ~9 minutes each; everything lands in $OUT:
 #   bash benchmarks/issue15_gpu.sh core       device.txt (GPU, versions, the GPU tests of tests/runtime, the
 #                                             addmm epilogue and the pool gradient; the max pool timed);
 #                                             bench_cuda_core.* (MiniTransformer, ResNet-18 b16: eager,
@@ -7,8 +7,9 @@
 #                                             inference and training step, profile); training_cuda.* (seed 003's
 #                                             trainer, every compiler); numpy_fn.txt (seed 001, this machine's CPU)
 #   bash benchmarks/issue15_gpu.sh models     bench_cuda_models.* (MLP, masked MiniTransformer, ResNet-18 b1, seed
-#                                             003's CNN, BERT-base encoder; default; profile) and the timm and
-#                                             torchvision families' inference
+#                                             003's CNN, BERT-base encoder; default; profile)
+#   bash benchmarks/issue15_gpu.sh inference  the timm and torchvision families' inference (torch.compile takes
+#                                             15-25 s for each first call: five models need ~4 minutes)
 #   bash benchmarks/issue15_gpu.sh training   the timm and torchvision families' training steps
 #
 # Each bench_cuda_X has .txt (the table), .json (device, versions, sizes, every row), .html (the plotly
@@ -50,18 +51,20 @@ core)
   ;;
 models)
   part "models: MLP, masked MiniTransformer, ResNet-18 b1, seed 003 CNN, BERT-base (default; profile)"
-  bench models 210 170 --modes default --only "MLP 1024" --only "masked" --only "ResNet-18 b1$" \
+  bench models 240 190 --modes default --only "MLP 1024" --only "masked" --only "ResNet-18 b1$" \
       --only "seed 003 CNN" --only "BERT" --profile --repeats 10
+  ;;
+inference)
   part "timm families (inference)"
-  bench timm_inference 120 90 --modes default --tasks inference --only timm --repeats 5
+  bench timm_inference 260 210 --modes default --tasks inference --only timm --repeats 5
   part "torchvision families (inference)"
-  bench torchvision_inference 200 160 --modes default --tasks inference --only torchvision --repeats 5
+  bench torchvision_inference 260 210 --modes default --tasks inference --only torchvision --repeats 5
   ;;
 training)
   part "timm families (training)"
-  bench timm_training 210 170 --modes default --tasks training --only timm --repeats 5
+  bench timm_training 270 220 --modes default --tasks training --only timm --repeats 5
   part "torchvision families (training)"
-  bench torchvision_training 210 170 --modes default --tasks training --only torchvision --repeats 5
+  bench torchvision_training 270 220 --modes default --tasks training --only torchvision --repeats 5
   ;;
 esac
 part done
