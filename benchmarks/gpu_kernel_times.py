@@ -1,6 +1,9 @@
 """Where does a model's GPU time go, kernel by kernel, in eager, torch.compile and minicompiler?
 
-    python benchmarks/gpu_kernel_times.py MODEL [MODEL ...] [--training]
+    python benchmarks/gpu_kernel_times.py MODEL [MODEL ...] [--training] [--compiler NAME ...]
+
+(--compiler: eager, torch.compile, minicompiler, torch.compile-reduce-overhead or
+minicompiler-reduce-overhead; without it, the first three.)
 
 MODEL is a name from minicompiler/bench/zoo.py ("timm resnet50", ...). For each compiler: the
 median call time (as minicompiler.bench times it: back to back, synchronized), the GPU's busy time
@@ -36,6 +39,8 @@ def _compilers() -> dict:
         "eager": lambda m: m,
         "torch.compile": torch.compile,
         "minicompiler": minicompiler.compile,
+        "torch.compile-reduce-overhead": lambda m: torch.compile(m, mode="reduce-overhead"),
+        "minicompiler-reduce-overhead": lambda m: minicompiler.compile(m, mode="reduce-overhead"),
     }
 
 
@@ -84,8 +89,11 @@ def profile(model: str, which: str, training: bool) -> None:
 def main() -> None:
     args = sys.argv[1:]
     training = "--training" in args
-    for model in [a for a in args if a != "--training"]:
-        for which in _compilers():
+    chosen = [args[i + 1] for i, a in enumerate(args) if a == "--compiler"] or list(_compilers())[:3]
+    models = [a for i, a in enumerate(args) if a != "--training" and a != "--compiler"
+              and (i == 0 or args[i - 1] != "--compiler")]
+    for model in models:
+        for which in chosen:
             try:
                 profile(model, which, training)
             except Exception as error:  # one compiler failing should not hide the others' tables

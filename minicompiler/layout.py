@@ -27,7 +27,7 @@ import torch
 
 from minicompiler.fuse.rules import reduction_dims
 from minicompiler.ir import OPS, Graph, Node, TensorMeta, map_structure
-from minicompiler.ir.ops import infer_meta
+from minicompiler.ir.ops import INLINE, infer_meta
 from minicompiler.replace.conv_bn import folded_weight
 from minicompiler.runtime.cuda_graphs import recording_cuda_graph
 from minicompiler.runtime.per_tensor import PerTensor
@@ -67,6 +67,7 @@ def assign_layouts(graph: Graph, convolutions_channels_last: bool = False, keep_
 def _follow_torch(graph: Graph, wanted: set[Node], every_convolution: bool = False) -> list[str]:
     """Channels-last for each node torch would make so, and for the `wanted` pointwise nodes."""
     users = graph.users()
+    formulas = _coordinate_formulas(graph)
     notes = []
     for node in graph.compute_nodes():
         kind = OPS[node.op].kind
@@ -74,7 +75,7 @@ def _follow_torch(graph: Graph, wanted: set[Node], every_convolution: bool = Fal
             continue
         if kind == "reduction" and node not in wanted:  # a reduction keeps its row-major result
             continue
-        if node in wanted or _torch_makes_channels_last(node, every_convolution):
+        if node in wanted or _torch_makes_channels_last(node, every_convolution, formulas):
             if _channels_last_with_its_views(node, users):
                 why = "the convolution reading it runs" if node in wanted else "torch lays it out"
                 notes.append(f"{node.name}: channels-last, as {why}")
@@ -285,7 +286,22 @@ def _concrete_4d(node: Node) -> bool:
     return node.meta is not None and node.meta.ndim == 4 and all(isinstance(s, int) for s in node.meta.shape)
 
 
-def _torch_makes_channels_last(node: Node, every_convolution: bool = False) -> bool:
+def _coordinate_formulas(graph: Graph) -> set[Node]:
+    """The nodes computed from coordinates alone (iota, full and pointwise formulas of them): a
+    pooling gradient's window arithmetic, say. A kernel computes such a node where it uses it, so
+    its layout is no preference: taken as torch's row-major full-size tensor, it outvoted the
+    channels-last gradient beside it, and the kernel masking that gradient read it with a
+    stride of H*W between neighbouring threads (ResNet-18's stem, on the GPU)."""
+    formulas: set[Node] = set()
+    for node in graph.compute_nodes():
+        if node.op in INLINE or (OPS[node.op].kind == "pointwise" and node.op != "load_at"
+                                 and all(i in formulas for i in node.inputs())):
+            formulas.add(node)
+    return formulas
+
+
+def _torch_makes_channels_last(node: Node, every_convolution: bool = False,
+                               formulas: frozenset[Node] | set[Node] = frozenset()) -> bool:
     if node.op == "torch_call" and node.args[0] in CONVOLUTIONS + GRADIENTS_FOR_INPUT and every_convolution:
         return True  # its weight is (made) channels-last
     if not any(is_channels_last(a) for a in node.inputs()):
@@ -297,7 +313,11 @@ def _torch_makes_channels_last(node: Node, every_convolution: bool = False) -> b
         return True
 
     def fake(value: object) -> object:
-        return value.meta.fake() if isinstance(value, Node) else value
+        if not isinstance(value, Node):
+            return value
+        if value in formulas:  # no layout of its own: broadcast, so the other operands decide
+            return torch.empty((), dtype=value.meta.dtype, device="meta").expand(value.meta.fake().shape)
+        return value.meta.fake()
 
     result = OPS[node.op].impl(*map_structure(fake, node.args), **map_structure(fake, node.kwargs))
     return result.is_contiguous(memory_format=CHANNELS_LAST) and not result.is_contiguous()

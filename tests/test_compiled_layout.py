@@ -416,3 +416,22 @@ def test_reduce_overhead_on_triton_keeps_batch_norm_as_an_affine_map() -> None:
             torch.testing.assert_close(compiled(x), net(x), rtol=1e-4, atol=1e-4)
         steps = [s.name for s in compiled.report.graphs[0].stages]
         assert step in steps and not {"batch norm", "fold conv+bn"} - {step} & set(steps), steps
+
+
+def test_a_formula_of_coordinates_takes_the_layout_of_what_it_masks() -> None:
+    """A max pool's gradient masks the output gradient with window arithmetic computed from
+    coordinates (iota), full-size in the graph but never in memory. Taken as a row-major tensor it
+    outvoted the channels-last gradient beside it, and the kernel writing the masked gradient read
+    that gradient H*W elements apart between neighbouring threads; it no longer counts."""
+    from minicompiler.ir import Graph, TensorMeta
+    from minicompiler.layout import assign_layouts
+
+    g = Graph()
+    shape = (2, 8, 4, 4)
+    grad = g.placeholder("grad", TensorMeta(shape, torch.float32, strides=(128, 1, 32, 8)))
+    rows = g.call("add", g.call("iota", (1, 1, 4, 1), 2, torch.int64), g.call("full", shape, 0, torch.int64))
+    masked = g.call("where", g.call("ge", g.call("mul", rows, 2), 3), grad, 0.0)
+    g.output(g.call("mul", masked, 2.0))
+    notes = assign_layouts(g)
+    assert f"{masked.name}: channels-last, as torch lays it out" in notes, notes
+    assert masked.meta.strides == (128, 1, 32, 8)

@@ -35,6 +35,7 @@ class TrainableGraph:
         self.backward_runner = backward_runner
         self.input_names = [p.name for p in joint.primals]
         self.requires_grad = joint.requires_grad  # per input
+        self.compiled_without_grad = [i for i, wanted in enumerate(self.requires_grad) if not wanted]
         self.differentiable = joint.differentiable  # per flat output
         self.output_structure = joint.output_structure
         self.num_saved = num_saved
@@ -45,13 +46,13 @@ class TrainableGraph:
         if len(inputs) != len(self.input_names):
             raise TypeError(f"graph takes {len(self.input_names)} inputs, got {len(inputs)}")
         if torch.is_grad_enabled():
-            for name, tensor, compiled_for in zip(self.input_names, inputs, self.requires_grad, strict=True):
-                if tensor.requires_grad and not compiled_for:
+            for index in self.compiled_without_grad:
+                if inputs[index].requires_grad:
                     raise ValueError(
-                        f"input {name} requires grad, but this graph was compiled without its gradient; "
-                        "recompile with requires_grad set for it"
+                        f"input {self.input_names[index]} requires grad, but this graph was compiled without "
+                        "its gradient; recompile with requires_grad set for it"
                     )
-        outputs = iter(_CompiledFunction.apply(self, *inputs))
+        outputs = iter(_apply(self, inputs))
         return map_structure(lambda v: next(outputs) if isinstance(v, Node) else v, self.output_structure)
 
 
@@ -92,6 +93,20 @@ class _CompiledFunction(torch.autograd.Function):
         if not _keeps_graph():  # as the saved tensors: the recordings go, unless another backward comes
             ctx.tape = {}
         return (None, *(next(grads) if wanted else None for wanted in graph.requires_grad))
+
+
+def _apply(graph: TrainableGraph, inputs: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    """`_CompiledFunction.apply(graph, *inputs)`, without the Python layer of `Function.apply`
+    where it does nothing for us: no functorch transform is active (vmap, grad, ...), so it only
+    unwraps tensors a finished transform left wrapped, which `unwrap_if_dead` does here too. Called
+    once per training step, forward, it spent ~1 us per input on generator steps."""
+    if torch._C._are_functorch_transforms_active():
+        return _CompiledFunction.apply(graph, *inputs)
+    return _APPLY(graph, *map(torch._C._functorch.unwrap_if_dead, inputs))
+
+
+# torch's C implementation under Function.apply, bound to this class
+_APPLY = torch._C._FunctionBase.__dict__["apply"].__get__(None, _CompiledFunction)
 
 
 def _in_place_writes_dropped(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor],

@@ -31,7 +31,7 @@ from minicompiler.autograd.joint import JointGraph
 from minicompiler.autograd.maxflow import Capacities, min_cut
 from minicompiler.autograd.shape_rules import CONV_GRADIENTS, RANDOM_FUNCTIONS
 from minicompiler.autograd.subgraph import ancestors, extract
-from minicompiler.ir import OPS, Graph, Node
+from minicompiler.ir import OPS, Graph, Node, map_structure
 from minicompiler.ir.symbolic import size_hint
 
 CHECKPOINT = "checkpoint"  # node.tags[CHECKPOINT]: the checkpointed region (capture/checkpoint.py) it is in
@@ -63,7 +63,28 @@ def partition(joint: JointGraph, strategy: Strategy = "min_cut") -> tuple[Graph,
     # checkpointed region's activations then live while its own gradients are computed, as in eager
     late = set(joint.graph.nodes) - _reads_tangents(joint)
     backward = extract(joint.graph, [*saved, *joint.tangents], joint.gradients, late=late)
+    _detaches_read_through(forward)
     return forward, backward, [SavedTensor.of(node) for node in saved]
+
+
+def _detaches_read_through(graph: Graph) -> None:
+    """Nothing differentiates the forward graph again, so a detach inside it is its input: its
+    readers read that instead (a graph output keeps its detach, which is the tensor the caller
+    sees). Otherwise the kernel computing a batch norm's mean stored it twice, detached and not,
+    and the normalization read the second copy. (Not in the backward: there a detached and a
+    plain x - mean, each computed in the kernel that reads it, would become one value that one
+    kernel stores, activation-sized, for the other.)"""
+    detached = {node: node.args[0] for node in graph.compute_nodes() if node.op == "detach"}
+    for node in graph.compute_nodes():
+        if node.op != "detach" and any(i in detached for i in node.inputs()):
+            node.args = map_structure(lambda v: _undetached(v, detached), node.args)
+            node.kwargs = map_structure(lambda v: _undetached(v, detached), node.kwargs)
+
+
+def _undetached(value: object, detached: dict[Node, Node]) -> object:
+    while isinstance(value, Node) and value in detached:
+        value = detached[value]
+    return value
 
 
 def save_all(joint: JointGraph) -> list[Node]:

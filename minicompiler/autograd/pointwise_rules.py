@@ -137,4 +137,16 @@ def vjp_minimum(ops: GraphOps, g: Node, y: Node, a: Any, b: Any) -> Grads:
 
 @vjp("where")  # where(c, a, b): g goes to a where c holds, to b elsewhere; none to c
 def vjp_where(ops: GraphOps, g: Node, y: Node, cond: Node, a: Any, b: Any) -> Grads:
+    if _relu_of_a_product(cond, a, b):
+        # y <= 0 exactly where b <= 0 (y is 0 there, b elsewhere; NaN fails both): the backward
+        # reads y, which the next layer's weight gradient reads anyway, and not b. Saved neither,
+        # b is then the forward's alone, where cuBLASLt applies the ReLU as it writes the product
+        # (replace/addmm_relu.py): a kernel, a buffer and a pass over it fewer per layer
+        cond = ops.le(y, 0)
     return None, ops.where(cond, g, 0.0), ops.where(cond, 0.0, g)
+
+
+def _relu_of_a_product(cond: Node, a: Any, b: Any) -> bool:
+    """Is where(cond, a, b) the ReLU where(le(b, 0), 0, b) of a matrix product with a bias?"""
+    return (isinstance(b, Node) and b.op == "addmm" and not isinstance(a, Node) and a == 0
+            and cond.op == "le" and cond.args == (b, 0) and not cond.kwargs)

@@ -282,12 +282,43 @@ class _Scheduler:
         self.decisions.append(FusionDecision(producer, node, True, "merged its kernel: same iteration space"))
 
     def finish(self, written_back: Mapping[Node, Node]) -> Schedule:
+        self.steps = _stored_views_as_aliases(self.steps, self.users)
         used: set[str] = set()
         for kernel in (s for s in self.steps if isinstance(s, Kernel)):
             kernel.name = _kernel_name(kernel, used)
         buffers = plan_buffers(self.graph, self.steps)
         notes = plan_in_place(self.steps, buffers, written_back)
         return Schedule(self.graph, self.steps, buffers, self.decisions, notes)
+
+
+def _stored_views_as_aliases(steps: list[Step], users: dict[Node, list[Node]]) -> list[Step]:
+    """A view a kernel holds only to store it (none of its nodes reads it), of a value the kernel
+    stores anyway, is an alias of that value's buffer after the kernel instead: one store, not
+    two. A training batch norm's mean is stored as (C,) for the backward, and was stored again
+    reshaped to (1, C, 1, 1) and detached for the normalization: three buffers of one value."""
+    result: list[Step] = []
+    for step in steps:
+        result.append(step)
+        if not isinstance(step, Kernel):
+            continue
+        members = set(step.nodes)
+        stored = {n for n in step.nodes if any(u.op == "output" or u not in members for u in users[n])}
+        aliases = [node for node in step.nodes if OPS[node.op].kind == "view" and node in stored
+                   and not any(u in members for u in users[node]) and _is_viewable(node)
+                   and _stored_apart(node.args[0], node, stored, members, users)]
+        for node in aliases:
+            step.nodes.remove(node)
+            result.append(Alias(node))
+    return result
+
+
+def _stored_apart(source: Node, view: Node, stored: set[Node], members: set[Node],
+                  users: dict[Node, list[Node]]) -> bool:
+    """Is `source` in memory whether or not `view` is an alias of it: an input of the kernel, or a
+    value it stores for another reader (an alias view of it counts once it is one)?"""
+    if source not in members:
+        return True
+    return source in stored and any(u is not view and (u.op == "output" or u not in members) for u in users[source])
 
 
 def _step_inputs(step: Step) -> list[Node]:

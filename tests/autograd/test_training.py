@@ -211,3 +211,17 @@ def test_a_tensor_by_keyword_after_a_gap_trains_with_torch_ops() -> None:
                          torch.autograd.grad(expected, (w, weights), grad), strict=True):
         torch.testing.assert_close(got, want)
     assert "passed by keyword" in compiled.report.graphs[0].fallback
+
+
+def test_an_input_compiled_without_its_gradient_refuses_one_that_requires_it() -> None:
+    """The graph has no gradient for an input compiled as not requiring one: a call where it does
+    require one is an error that names it, not a silently missing gradient (no_grad: no error)."""
+    graph = attention_like_graph()
+    run = trainable_for(graph, [True, False, True])
+    q, k, bias = (torch.randn(p.meta.shape, dtype=F64) for p in graph.inputs)
+    run([q.requires_grad_(), k, bias.requires_grad_()]).sum().backward()
+    assert q.grad is not None and bias.grad is not None
+    with pytest.raises(ValueError, match="input k requires grad, but this graph was compiled without"):
+        run([q, k.requires_grad_(), bias])
+    with torch.no_grad():
+        torch.testing.assert_close(run([q, k, bias]), run_graph(graph, q, k, bias))

@@ -107,3 +107,24 @@ def test_modes_options_and_disable_follow_torch_compile():
             assert message in str(error)
         else:
             raise AssertionError(f"{bad} was accepted")
+
+
+def test_a_short_row_is_swept_one_element_at_a_time_by_wide_blocks():
+    """Rows of at most SHORT_ROW elements (a 3x3 pool window): one column per step, XBLOCK rows per
+    program, so a thread keeps its rows and the fold crosses no threads. Longer rows keep RBLOCK."""
+    [short] = kernels_of((5000, 9), "sum")
+    assert launch_config(short) == {"XBLOCK": 512, "RBLOCK": 1, "num_warps": 4}
+    [long] = kernels_of((5000, 17), "sum")
+    assert launch_config(long)["RBLOCK"] == 32
+
+
+def test_short_rows_reduce_as_eager_through_triton():
+    def pool_and_argmax(x):
+        windows = x.unfold(2, 3, 2).unfold(3, 3, 2).flatten(-2)  # 9 elements a row
+        return windows.amax(-1), windows.argmax(-1), windows.sum(-1)
+
+    x = torch.randn(2, 6, 9, 9)
+    compiled = minicompiler.compile(pool_and_argmax, backend="triton")
+    for got, expected in zip(compiled(x), pool_and_argmax(x), strict=True):
+        torch.testing.assert_close(got, expected)
+    assert "RBLOCK=1," in compiled.report.graphs[0].stage("codegen").text
