@@ -50,6 +50,23 @@ def test_cos_cos_min_cut_saves_only_the_input() -> None:
     assert saved_min[0].shape == (16,) and saved_min[0].nbytes == 16 * 4
 
 
+def test_the_forward_reads_through_its_detaches_and_outputs_keep_them() -> None:
+    """Nothing differentiates the forward again: a value computed from a detach reads what the
+    detach reads (one buffer, not a copy beside the original); a detached output stays detached."""
+    g = Graph()
+    x = g.placeholder("x", TensorMeta((4, 6), torch.float64))
+    mean = g.call("div", g.call("sum", x, (1,), True), 6)
+    centred = g.call("sub", x, g.call("detach", mean))
+    g.output((g.call("mul", centred, mean), g.call("detach", mean)))
+    forward, _, _ = partition(differentiate(g, [True]), "min_cut")
+    verify(forward, primitive_only=True)
+    readers = [n for n in forward.compute_nodes() if n.op != "detach"]
+    assert not any(i.op == "detach" for n in readers for i in n.inputs())
+    assert forward.output_nodes()[1].op == "detach"
+    inputs = (torch.randn(4, 6, dtype=torch.float64),)
+    torch.testing.assert_close(run_graph(forward, *inputs)[:2], run_graph(g, *inputs))
+
+
 @pytest.mark.parametrize("strategy", ["save_all", "min_cut"])
 def test_partitioned_pair_computes_eager_gradients(strategy: str) -> None:
     torch.manual_seed(0)

@@ -279,3 +279,20 @@ def test_small_kernels_reading_only_inputs_run_as_one():
     kernels = [s for s in fuse(g).steps if isinstance(s, Kernel)]
     assert [k.name for k in kernels] == ["kernel_add_add", "kernel_sin_exp", "kernel_cos"]
     assert "reads only the graph's inputs" in " ".join(reasons(fuse(g), fused=True))
+
+
+def test_a_view_only_stored_of_a_value_the_kernel_stores_is_an_alias_of_it():
+    """A batch norm's mean is an output as (C,) and, reshaped to (C, 1), read by another kernel:
+    the kernel stores it once, and the reshape is an alias of that buffer, not a second store.
+    A view the kernel itself reads stays in it."""
+    g = Graph()
+    x, z = placeholders(g, (6, 4), (5, 6, 1))
+    mean = g.call("div", g.call("sum", x, (1,), False), 4)
+    column = g.call("reshape", mean, (6, 1))
+    inside = g.call("reshape", mean, (6, 1))  # (CSE would merge the two reshapes)
+    g.output((mean, g.call("sub", x, inside), g.call("mul", z, column)))
+    schedule = fuse(g)
+    first, second = schedule.kernels
+    assert [b.node for b in first.outputs] == [mean, schedule.graph.output_nodes()[1]]
+    assert isinstance(schedule.steps[1], Alias) and schedule.steps[1].node is column
+    assert inside in first.nodes and column in [b.node for b in second.inputs]
