@@ -30,6 +30,8 @@ import warnings
 from pathlib import Path
 from types import ModuleType
 
+from minicompiler.runtime import parallel_compile
+
 CPP_FLAGS = (
     "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17",
     # GCC tunes for 256-bit vectors even where AVX-512 exists; math-heavy loops gain from 512
@@ -41,7 +43,8 @@ CPP_FLAGS = (
     "-ffast-math", "-fno-finite-math-only",
 )
 
-_loaded: dict[str, object] = {}  # hash -> loaded library or module, for this process
+# hash (a library) or (hash, interpreted) (a Python module) -> it, loaded, for this process
+_loaded: dict[str | tuple[str, bool], object] = {}
 # One lock per key: two threads needing the same kernel build it once; different kernels build at once
 _key_locks: dict[str, threading.Lock] = {}
 _key_locks_guard = threading.Lock()
@@ -176,17 +179,21 @@ def _compile_cpp(source: str, library: Path) -> None:
 
 
 def load_python_module(source: str) -> ModuleType:
-    """Import Python `source` from a file in the cache (Triton's jit needs a real file)."""
-    key = _hash(source)
+    """Import Python `source` from a file in the cache (Triton's jit needs a real file). Imported
+    under Triton's interpreter, its kernels are the interpreter's (`@triton.jit` decides when it
+    decorates): kept apart from the compiled import of the same text, which a GPU program needs
+    (a test that generated code under the interpreter handed its module to a later CUDA graph)."""
+    interpreted = parallel_compile.interpreting()
+    key = (_hash(source), interpreted)
     if key in _loaded:
         return _loaded[key]  # type: ignore[return-value]
-    with _lock_for(key):
+    with _lock_for(str(key)):
         if key not in _loaded:
-            _loaded[key] = _import_kernels(key, source)
+            _loaded[key] = _import_kernels(key[0], source, interpreted)
     return _loaded[key]  # type: ignore[return-value]
 
 
-def _import_kernels(key: str, source: str) -> ModuleType:
+def _import_kernels(key: str, source: str, interpreted: bool) -> ModuleType:
     """The module of `source`, from its file in the cache; a file whose text differs from the
     source (damaged: the key is the source's hash) is written again first."""
     path = cache_dir() / "python" / f"kernels_{key}.py"
@@ -197,7 +204,7 @@ def _import_kernels(key: str, source: str) -> ModuleType:
     if not intact:
         path = _writable_dir("python") / path.name
         _write_atomically(path, source)
-    name = f"minicompiler_kernels_{key}"
+    name = f"minicompiler_kernels_{key}{'_interpreted' if interpreted else ''}"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

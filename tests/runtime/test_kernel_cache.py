@@ -70,6 +70,21 @@ def test_a_damaged_triton_kernel_file_is_rewritten(cache, monkeypatch):
     assert loader.load_python_module(source).f() == "hi"
 
 
+def test_kernels_imported_under_the_interpreter_are_not_handed_to_compiled_triton(cache, monkeypatch):
+    """`@triton.jit` makes an interpreted function when $TRITON_INTERPRET is set as it decorates:
+    a module of kernels imported then is not the one a GPU program gets later, with it unset (a
+    test generating code under the interpreter gave a later test's CUDA graph interpreted kernels)."""
+    source = "import triton\n\n\n@triton.jit\ndef kernel_nothing(p):\n    pass\n"
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    interpreted = loader.load_python_module(source)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    compiled = loader.load_python_module(source)
+    assert compiled is not interpreted and len(list((cache / "python").glob("*.py"))) == 1  # one file
+    assert type(interpreted.kernel_nothing).__name__ == "InterpretedFunction"
+    assert type(compiled.kernel_nothing).__name__ == "JITFunction"
+    assert loader.load_python_module(source) is compiled
+
+
 @pytest.mark.parametrize("how", ["read-only", "not a directory"])
 def test_an_unwritable_cache_builds_elsewhere_with_a_warning(cache, monkeypatch, how):
     if how == "read-only":
