@@ -45,6 +45,7 @@ GRADIENTS_FOR_INPUT = (torch.nn.grad.conv2d_input,)
 OPERANDS = {torch.conv2d: (1, 2), torch.conv_transpose2d: (1, 2), torch.nn.grad.conv2d_input: (2, 3),
             torch.nn.grad.conv2d_weight: (1, 3)}
 WEIGHT = 2
+LAID_OUT = "laid_out"  # node.tags: an input that arrives laid out as its meta says (a saved tensor)
 
 
 def assign_layouts(graph: Graph, convolutions_channels_last: bool = False, keep_last: int = 0) -> list[str]:
@@ -252,10 +253,13 @@ _COPIES = PerTensor()  # tensor -> (its data_ptr and version, its copy)
 
 def follow_saved_layouts(forward: Graph, backward: Graph, count: int) -> None:
     """The backward's first `count` inputs are the forward's last `count` outputs (the saved
-    tensors): give them the layouts the forward's pass chose, so the backward reads them right."""
+    tensors): give them the layouts the forward's pass chose, so the backward reads them right,
+    and tag them `LAID_OUT`: the forward made them so, and the wrapper need not check (ResNet-18's
+    backward called `channels_last_copy` 54 times a step on tensors already channels-last)."""
     if count:
         saved, users = forward.output_nodes()[-count:], backward.users()
         for placeholder, node in zip(backward.inputs[:count], saved, strict=True):
+            placeholder.tags[LAID_OUT] = True
             if placeholder.meta.stride() != node.meta.stride():
                 placeholder.meta = dataclasses.replace(placeholder.meta, strides=node.meta.strides)
                 _views_follow(placeholder, users)  # a view the backward makes of it reads it as it is

@@ -38,7 +38,7 @@ from minicompiler.ir.graph import Node
 from minicompiler.ir.ops import OPS
 from minicompiler.ir.printer import format_value
 from minicompiler.ir.symbolic import SymSize, size_code, symbol_of
-from minicompiler.layout import is_channels_last
+from minicompiler.layout import LAID_OUT, is_channels_last
 from minicompiler.replace.conv_bn import folded_bias, folded_weight
 from minicompiler.runtime.kept import KeptValues
 
@@ -138,7 +138,7 @@ def wrapper_source(schedule: Schedule, launch: Launch, dynamic: bool = False,
             lines.append("    inputs.clear()")
         lines += _symbol_lines(schedule, w)
     for p in schedule.graph.inputs:  # read channels-last (layout.py): a weight's copy, made once
-        if is_channels_last(p) and p not in kept_nodes:
+        if is_channels_last(p) and p not in kept_nodes and not p.tags.get(LAID_OUT):
             lines.append(f"    {w.names[p]} = channels_last_copy({w.names[p]})")
     symbolic = not all(_static(node) for node in schedule.graph.nodes if node.meta is not None)
     views = {} if dynamic or symbolic else direct_views(schedule)  # sizes known only at call time: torch's ops

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -46,9 +47,13 @@ from minicompiler.ir import flatten, map_structure
 Runner = Callable[[list[torch.Tensor]], Any]
 MAX_CHANGED_RECORDINGS = 4  # recordings after which only parameters are read in place
 
-# Aliases of some graph's output memory, handed out uncopied and not yet given copies of their own,
-# by id (a WeakSet would compare tensors with ==, which is elementwise).
-_LENT: weakref.WeakValueDictionary[int, torch.Tensor] = weakref.WeakValueDictionary()
+# Aliases of some graph's output memory, handed out uncopied and not yet given copies of their own:
+# id -> a weak reference to it (a WeakSet would compare tensors with ==, which is elementwise; a
+# WeakValueDictionary cost ~1 us an entry, and a training step lends ~130 saved tensors)
+_LENT: dict[int, weakref.ref[torch.Tensor]] = {}
+_IS_CUDA = operator.attrgetter("is_cuda")
+# what a replay hands out at each output position (`_plan_outputs`)
+INPUT, LEND, COPY, VALUE = "input", "lend", "copy", "value"
 
 
 def recording_cuda_graph() -> bool:
@@ -79,18 +84,25 @@ class CUDAGraphRunner:
         self.written = tuple(written)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.static_inputs: list[torch.Tensor] = []
-        self.layout: list[tuple] = []
         self.borrowed: list[bool] = []  # read in place rather than copied in
-        self.addresses: list[int] = []  # where each input was when the graph was recorded
         self.static_outputs: Any = None
-        self.num_outputs = 0
+        # Per replay, in Python, over every input and output (a ResNet-18 step has ~300): what is
+        # worked out once per recording instead. The inputs copied in and those read in place; and,
+        # per flat output, what it is handed out as (`_plan_outputs`)
+        self.copied_positions: list[int] = []
+        self.borrowed_positions: list[int] = []
+        self.copied_layout: list[tuple] = []
+        self.borrowed_addresses: list[int] = []
+        self.borrowed_shapes: list[torch.Size] = []
+        self.flat_outputs: list[Any] = []
+        self.plan: list[tuple[str, int]] = []
         self.recordings = 0
         # the inputs of the call before a recording (weakly: a batch need not stay alive for this)
         self.previous: list[weakref.ref[torch.Tensor]] | None = None
-        self.lent: list[weakref.ref[torch.Tensor]] = []  # lent by the last replay
+        self.lent: list[tuple[int, weakref.ref[torch.Tensor]]] = []  # lent by the last replay, by id
 
     def __call__(self, inputs: list[torch.Tensor]) -> Any:
-        if not inputs or not all(t.is_cuda for t in inputs):
+        if not inputs or not all(map(_IS_CUDA, inputs)):
             return self.run(inputs)
         replayable = self._can_replay(inputs)
         if not replayable and self.previous is None:  # the first call: note its inputs
@@ -99,69 +111,76 @@ class CUDAGraphRunner:
         self._reclaim_lent()  # what follows overwrites (or, recording, frees) the lent outputs' memory
         if not replayable:
             self._record(inputs)
-        for static, tensor, borrowed in zip(self.static_inputs, inputs, self.borrowed, strict=True):
-            if not borrowed:
-                static.copy_(tensor)
+        for position in self.copied_positions:
+            self.static_inputs[position].copy_(inputs[position])
         self.graph.replay()
         return self._outputs(inputs)
 
     def _can_replay(self, inputs: list[torch.Tensor]) -> bool:
-        if self.graph is None or _layout(inputs) != self.layout:
+        if self.graph is None or len(inputs) != len(self.static_inputs):
             return False
-        # a borrowed input must be where the graph reads it (`param.data = ...` would move it)
-        return all(not borrowed or tensor.data_ptr() == address
-                   for tensor, borrowed, address in zip(inputs, self.borrowed, self.addresses, strict=True))
+        if _layout([inputs[i] for i in self.copied_positions]) != self.copied_layout:
+            return False
+        # A borrowed input must be where the graph reads it (`param.data = ...` would move it), and
+        # as large. (Its strides and dtype: the guards check a forward's inputs, parameters
+        # included; a backward's borrowed inputs are the forward's lent outputs, as recorded.)
+        borrowed = [inputs[i] for i in self.borrowed_positions]
+        return [t.data_ptr() for t in borrowed] == self.borrowed_addresses and [
+            t.shape for t in borrowed] == self.borrowed_shapes
 
     def _borrowable(self, inputs: list[torch.Tensor]) -> list[bool]:
         """Parameters and lent outputs; and inputs that are the same tensors as in the call before,
         unless borrowed inputs have moved too often (then each move would cost a recording)."""
         stable = self.recordings < MAX_CHANGED_RECORDINGS
         previous = [ref() for ref in self.previous] if self.previous else [None] * len(inputs)
-        return [isinstance(t, torch.nn.Parameter) or (stable and (t is before or _LENT.get(id(t)) is t))
+        return [isinstance(t, torch.nn.Parameter) or (stable and (t is before or _lent(t)))
                 for t, before in zip(inputs, previous, strict=True)]
 
-    def _outputs(self, inputs: list[torch.Tensor]) -> Any:
-        """The static outputs: copied out (`_copies`), or lent (the last `lend_last`); an output
-        that is one of the inputs (a weight the backward needs) is that input, as without a graph."""
-        passed_through = {id(static): tensor for static, tensor in zip(self.static_inputs, inputs, strict=True)}
+    def _plan_outputs(self) -> None:
+        """What each static output is handed out as: an input (a weight the backward needs is that
+        input, as without a graph), lent (the last `lend_last`), copied out (`_copies`), or itself
+        (not a tensor)."""
+        position_of = {id(static): i for i, static in enumerate(self.static_inputs)}
         # a copied-in input the graph changed: its new value is in the static copy, for the caller to copy back
         for position in self.written:
             if not self.borrowed[position]:
-                del passed_through[id(self.static_inputs[position])]
-        positions = itertools.count()
-        first_lent = self.num_outputs - self.lend_last
-        copied: dict[int, torch.Tensor] = {}  # the outputs to copy out, by id
+                del position_of[id(self.static_inputs[position])]
+        self.flat_outputs = list(flatten(self.static_outputs))
+        first_lent = len(self.flat_outputs) - self.lend_last
+        self.plan = [(VALUE, 0) if not isinstance(value, torch.Tensor)
+                     else (INPUT, position_of[id(value)]) if id(value) in position_of
+                     else (LEND, 0) if n >= first_lent else (COPY, 0)
+                     for n, value in enumerate(self.flat_outputs)]
 
-        def output(value: Any) -> Any:
-            lend = next(positions) >= first_lent
-            if not isinstance(value, torch.Tensor):
-                return value
-            if id(value) in passed_through:
-                return passed_through[id(value)]
-            if lend:
-                return self._lend(value)
-            copied[id(value)] = value
-            return value
-
-        handed_out = map_structure(output, self.static_outputs)
+    def _outputs(self, inputs: list[torch.Tensor]) -> Any:
+        """The static outputs as `_plan_outputs` says. An output twice among them is one copy."""
+        copied = {id(v): v for v, (kind, _) in zip(self.flat_outputs, self.plan, strict=True) if kind is COPY}
         copies = dict(zip(copied, _copies(list(copied.values())), strict=True))
-        return map_structure(lambda value: copies.get(id(value), value), handed_out)
+        handed_out = [inputs[at] if kind is INPUT else self._lend(v) if kind is LEND
+                      else copies[id(v)] if kind is COPY else v
+                      for v, (kind, at) in zip(self.flat_outputs, self.plan, strict=True)]
+        if type(self.static_outputs) is tuple and len(handed_out) == len(self.static_outputs):
+            return tuple(handed_out)  # flat: the usual program
+        leaves = iter(handed_out)
+        return map_structure(lambda _: next(leaves), self.static_outputs)
 
     def _lend(self, static: torch.Tensor) -> torch.Tensor:
         # A tensor of its own over the graph's memory, tracked weakly, with a version counter of its
         # own: copying the next inputs into static inputs (which an output may view) changes nothing
         # autograd saved, as its memory is reclaimed first.
         alias = static.data
-        _LENT[id(alias)] = alias
-        self.lent.append(weakref.ref(alias))
+        ref = weakref.ref(alias)
+        _LENT[id(alias)] = ref
+        self.lent.append((id(alias), ref))
         return alias
 
     def _reclaim_lent(self) -> None:
         """Before this graph overwrites (or frees) its outputs: a lent alias still alive gets a copy."""
-        for ref in self.lent:
+        for key, ref in self.lent:
             if (alias := ref()) is not None:
                 alias.data = alias.clone()  # the same tensor object (autograd holds it) on new memory
-                del _LENT[id(alias)]
+            if _LENT.get(key) is ref:
+                del _LENT[key]
         self.lent = []
 
     def _record(self, inputs: list[torch.Tensor]) -> None:
@@ -170,8 +189,11 @@ class CUDAGraphRunner:
         # a borrowed input is held through an alias: the graph reads its memory, not that object
         self.static_inputs = [t.detach() if borrowed else t.detach().clone()
                               for t, borrowed in zip(inputs, self.borrowed, strict=True)]
-        self.layout = _layout(self.static_inputs)
-        self.addresses = [t.data_ptr() for t in self.static_inputs]
+        self.copied_positions = [i for i, borrowed in enumerate(self.borrowed) if not borrowed]
+        self.borrowed_positions = [i for i, borrowed in enumerate(self.borrowed) if borrowed]
+        self.copied_layout = _layout([self.static_inputs[i] for i in self.copied_positions])
+        self.borrowed_addresses = [self.static_inputs[i].data_ptr() for i in self.borrowed_positions]
+        self.borrowed_shapes = [self.static_inputs[i].shape for i in self.borrowed_positions]
         if self.graph is not None:
             self.graph.reset()  # before the new recording: see the capture stream below
         # Warm up on a side stream first: the first calls build kernels and allocate, which a
@@ -194,8 +216,14 @@ class CUDAGraphRunner:
         capture_stream = torch.cuda.Stream()
         with torch.cuda.graph(self.graph, stream=capture_stream), torch.no_grad():
             self.static_outputs = self.run(self.static_inputs)
-        self.num_outputs = sum(1 for _ in flatten(self.static_outputs))
+        self._plan_outputs()
         self.recordings += 1
+
+
+def _lent(tensor: torch.Tensor) -> bool:
+    """Is `tensor` an alias some graph lent and has not reclaimed?"""
+    ref = _LENT.get(id(tensor))
+    return ref is not None and ref() is tensor
 
 
 def _copies(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
