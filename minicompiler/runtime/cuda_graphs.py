@@ -95,6 +95,7 @@ class CUDAGraphRunner:
         self.borrowed_addresses: list[int] = []
         self.borrowed_shapes: list[torch.Size] = []
         self.flat_outputs: list[Any] = []
+        self.flat = False  # static_outputs is a tuple of tensors (and values), nothing nested
         self.plan: list[tuple[str, int]] = []
         self.recordings = 0
         # the inputs of the call before a recording (weakly: a batch need not stay alive for this)
@@ -146,6 +147,8 @@ class CUDAGraphRunner:
             if not self.borrowed[position]:
                 del position_of[id(self.static_inputs[position])]
         self.flat_outputs = list(flatten(self.static_outputs))
+        self.flat = type(self.static_outputs) is tuple and not any(
+            isinstance(value, (tuple, list, dict)) for value in self.static_outputs)
         first_lent = len(self.flat_outputs) - self.lend_last
         self.plan = [(VALUE, 0) if not isinstance(value, torch.Tensor)
                      else (INPUT, position_of[id(value)]) if id(value) in position_of
@@ -159,8 +162,8 @@ class CUDAGraphRunner:
         handed_out = [inputs[at] if kind is INPUT else self._lend(v) if kind is LEND
                       else copies[id(v)] if kind is COPY else v
                       for v, (kind, at) in zip(self.flat_outputs, self.plan, strict=True)]
-        if type(self.static_outputs) is tuple and len(handed_out) == len(self.static_outputs):
-            return tuple(handed_out)  # flat: the usual program
+        if self.flat:
+            return tuple(handed_out)  # the usual program
         leaves = iter(handed_out)
         return map_structure(lambda _: next(leaves), self.static_outputs)
 
