@@ -1,10 +1,11 @@
 """The copies a CUDA graph runner hands out (runtime/cuda_graphs.py `_copies`): one block of memory
 per dtype for the dense outputs, each copy with its tensor's values and strides and memory of its
-own; other outputs cloned. Runs on the CPU too: nothing here needs a graph."""
+own; other outputs cloned; and what a replay hands out at each output (`_plan_outputs`). Runs on
+the CPU too: nothing here needs a graph."""
 
 import torch
 
-from minicompiler.runtime.cuda_graphs import _copies
+from minicompiler.runtime.cuda_graphs import CUDAGraphRunner, _copies
 
 
 def test_copies_have_the_values_and_strides_and_memory_of_their_own():
@@ -39,3 +40,27 @@ def test_a_strided_view_is_cloned_and_the_same_tensor_twice_is_copied_once():
     torch.testing.assert_close(copies[0], every_other)
     assert copies[0].untyped_storage().data_ptr() != copies[1].untyped_storage().data_ptr()
     assert copies[1] is copies[2]
+
+
+def _planned(outputs, inputs, borrowed, lend_last=0):
+    """A runner whose recording gave `outputs` from `inputs` (the graph itself needs a GPU; what a
+    replay hands out is planned, and handed out, without one)."""
+    runner = CUDAGraphRunner(lambda _: None, lend_last=lend_last)
+    runner.static_inputs = [t if b else t.clone() for t, b in zip(inputs, borrowed, strict=True)]
+    runner.borrowed, runner.static_outputs = borrowed, outputs
+    runner._plan_outputs()
+    return runner
+
+
+def test_a_replay_hands_out_inputs_copies_and_lent_outputs_in_the_recorded_structure():
+    """Each output as planned at recording: a borrowed input passed through is the caller's
+    tensor, the last `lend_last` are lent (aliases of the graph's memory), the others are copies,
+    the same tensor twice is one copy, and nested outputs keep their nesting."""
+    x, weight = torch.randn(3), torch.nn.Parameter(torch.randn(3))
+    doubled, saved = x * 2, x.cos()
+    runner = _planned(((doubled,), weight, 5, doubled, saved), [x, weight], [False, True], lend_last=1)
+    (first,), passed, five, second, lent = runner._outputs([x, weight])
+    assert passed is weight and five == 5 and first is second and first.data_ptr() != doubled.data_ptr()
+    torch.testing.assert_close(first, doubled)
+    assert lent.data_ptr() == saved.data_ptr() and lent is not saved
+    assert _planned({"out": [doubled]}, [x], [False])._outputs([x]).keys() == {"out"}
