@@ -1,9 +1,9 @@
 """Where does a model's GPU time go, kernel by kernel, in eager, torch.compile and minicompiler?
 
-    python benchmarks/gpu_kernel_times.py MODEL [MODEL ...] [--training] [--compiler NAME ...]
+    python benchmarks/gpu_kernel_times.py MODEL [MODEL ...] [--training] [--compiler NAME ...] [--all]
 
 (--compiler: eager, torch.compile, minicompiler, torch.compile-reduce-overhead or
-minicompiler-reduce-overhead; without it, the first three.)
+minicompiler-reduce-overhead; without it, the first three. --all: every kernel, not the 12 slowest.)
 
 MODEL is a name from minicompiler/bench/zoo.py ("timm resnet50", ...). For each compiler: the
 median call time (as minicompiler.bench times it: back to back, synchronized), the GPU's busy time
@@ -48,7 +48,7 @@ def _kind(name: str) -> str:
     return next((kind for kind, pattern in KINDS if re.search(pattern, name)), "other (torch)")
 
 
-def profile(model: str, which: str, training: bool) -> None:
+def profile(model: str, which: str, training: bool, shown: int = 12) -> None:
     torch.manual_seed(0)
     built = next(c for c in CASES if c.name == model).make("cuda", False)
     module = quiet_randomness(built.module)
@@ -82,20 +82,22 @@ def profile(model: str, which: str, training: bool) -> None:
     for kind, (total, count) in sorted(by_kind.items(), key=lambda kv: -kv[1][0]):
         print(f"   {kind:22s} {total / 1e3:8.3f} ms  {count:6.0f} kernels per call")
     print("   slowest kernels (ms per call, launches per call):")
-    for name, times_ in sorted(per_kernel.items(), key=lambda kv: -sum(kv[1]))[:12]:
+    for name, times_ in sorted(per_kernel.items(), key=lambda kv: -sum(kv[1]))[:shown]:
         print(f"     {sum(times_) / 1e3:7.3f}  x{len(times_) / STEPS:4.0f}  {name[:110]}")
 
 
 def main() -> None:
     args = sys.argv[1:]
     training = "--training" in args
+    shown = 10_000 if "--all" in args else 12
+    args = [a for a in args if a != "--all"]
     chosen = [args[i + 1] for i, a in enumerate(args) if a == "--compiler"] or list(_compilers())[:3]
     models = [a for i, a in enumerate(args) if a != "--training" and a != "--compiler"
               and (i == 0 or args[i - 1] != "--compiler")]
     for model in models:
         for which in chosen:
             try:
-                profile(model, which, training)
+                profile(model, which, training, shown)
             except Exception as error:  # one compiler failing should not hide the others' tables
                 print(f"== {model}, {which}: failed: {type(error).__name__}: {error}")
 

@@ -207,7 +207,7 @@ class CompiledGraph:
                              for line in log if line.startswith("algebraic:")]
             in_place = self._in_place_candidates(forward, len(saved))
             run_forward = self._lower(forward, " (forward)", fallback=False, keep_last=len(saved),
-                                      written_back=in_place)
+                                      written_back=in_place, training=True)
             follow_saved_layouts(forward, backward, len(saved))  # saved tensors arrive as the forward laid them out
             # The backward may free each saved tensor after its last use; not where a program runs
             # twice on one input list (CUDA graphs record and replay it, autotuning times trials)
@@ -226,10 +226,11 @@ class CompiledGraph:
 
     def _lower(self, graph: Graph, stage_suffix: str, fallback: bool = True,
                written_back: dict[Node, Node] | None = None, keep_last: int = 0,
-               consume_inputs: bool = False) -> Runner | None:
+               consume_inputs: bool = False, training: bool = False) -> Runner | None:
         """fuse + generate (+ autotune); None (and the reason in the report) if codegen fails and
         may fall back. `written_back`: new values a kernel may store into their inputs;
-        `keep_last`: the last outputs are saved tensors (any layout will do)."""
+        `keep_last`: the last outputs are saved tensors (any layout will do); `training`: `graph`
+        is a training step's forward."""
         report = self.report
         start = time.perf_counter()
         on_cuda = any(p.meta is not None and p.meta.device.type == "cuda" for p in graph.inputs)
@@ -251,7 +252,7 @@ class CompiledGraph:
         convolutions_channels_last = worth_channels_last(graph) if automatic else bool(self.channels_last)
         # channels-last kept where torch keeps it (and, optimizing, for convolutions); a step only if any
         notes = too_few_convolutions(graph) if automatic else []
-        if notes := notes + assign_layouts(graph, convolutions_channels_last, keep_last):
+        if notes := notes + assign_layouts(graph, convolutions_channels_last, keep_last, training):
             report.stages.append(StageRecord("layout" + stage_suffix, time.perf_counter() - start, "\n".join(notes),
                                              language="text"))
         schedule, record = _timed(report, "fuse" + stage_suffix, lambda: fuse(graph, written_back))

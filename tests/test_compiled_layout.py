@@ -235,8 +235,9 @@ def test_layout_optimization_backward_keeps_activation_gradients_channels_last()
     with CopiedShapes() as copies:
         out.square().sum().backward()
     graph = compiled.report.graphs[0]
-    # converted once, in the forward, which saves the copy for the backward
-    assert "5_weight: converted to channels-last once" in graph.stage("layout (forward)").text
+    # copied by a kernel in the forward (a trained weight changes every step), which saves the copy
+    # for the backward
+    assert "5_weight: copied channels-last by a kernel" in graph.stage("layout (forward)").text
     # each gradient for a hidden activation (not x's, which the backward returns) is asked for in
     # channels-last, the layout it now comes in (it was asked row-major: a copy on CUDA); each
     # convolution's two gradients come from one call
@@ -254,6 +255,37 @@ def test_layout_optimization_backward_keeps_activation_gradients_channels_last()
     eager(x_eager).square().sum().backward()
     torch.testing.assert_close(x.grad, x_eager.grad, rtol=1e-4, atol=1e-4)
     assert x.grad.stride() == x_eager.grad.stride()
+
+
+def test_trained_weights_are_copied_by_a_kernel_frozen_ones_kept() -> None:
+    """A training step's forward copies each trained weight channels-last in a kernel of its own,
+    every step (it changes every step: a copy kept until it changes would be made again anyway, by
+    torch's slower strided copy); a frozen weight's copy is kept across calls, as in inference.
+    Either way the gradients and the updated weights equal eager's."""
+    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 4, 3))
+    net[0].weight.requires_grad_(False)
+    eager = copy.deepcopy(net)
+    compiled = minicompiler.compile(net, options={"layout_optimization": True})
+    for model in (net, eager):
+        model.optimizer = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    for _ in range(3):  # the weights change between calls
+        x = torch.randn(2, 3, 10, 10)
+        for model, run in ((net, compiled), (eager, eager)):
+            model.optimizer.zero_grad()
+            run(x).square().sum().backward()
+            model.optimizer.step()
+        for ours, theirs in zip(net.parameters(), eager.parameters(), strict=True):
+            torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4)
+    graph = compiled.report.graphs[0]
+    notes = graph.stage("layout (forward)").text
+    assert "0_weight: converted to channels-last once" in notes
+    assert "2_weight: copied channels-last by a kernel on every step" in notes
+    forward = graph.stage("codegen (forward)").text
+    assert forward.count("channels_last_copy(") == 1 and "kernel_clone" in forward
+    with torch.no_grad():  # inference keeps every copy
+        compiled(torch.randn(2, 3, 10, 10))
+    inference = compiled.report.graphs[-1].stage("layout").text
+    assert "2_weight: converted to channels-last once" in inference
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 import minicompiler
-from minicompiler.codegen.triton import candidate_configs, launch_config
+from minicompiler.codegen.triton import MANY_PROGRAMS, candidate_configs, launch_config
 from minicompiler.fuse import fuse
 from minicompiler.ir import Graph, TensorMeta
 
@@ -112,10 +112,27 @@ def test_modes_options_and_disable_follow_torch_compile():
 def test_a_short_row_is_swept_one_element_at_a_time_by_wide_blocks():
     """Rows of at most SHORT_ROW elements (a 3x3 pool window): one column per step, XBLOCK rows per
     program, so a thread keeps its rows and the fold crosses no threads. Longer rows keep RBLOCK."""
-    [short] = kernels_of((5000, 9), "sum")
+    [short] = kernels_of((200_000, 9), "sum")
     assert launch_config(short) == {"XBLOCK": 512, "RBLOCK": 1, "num_warps": 4}
-    [long] = kernels_of((5000, 17), "sum")
+    [long] = kernels_of((200_000, 17), "sum")
     assert launch_config(long)["RBLOCK"] == 32
+
+
+def test_few_rows_are_spread_over_enough_programs():
+    """A reduction with few rows takes fewer of them per program, so that there are MANY_PROGRAMS
+    programs: down to one row where each row is contiguous, down to 8 where rows lie side by side
+    (an outer reduction: 8 float32 are a 32-byte sector), which then sweeps further along them."""
+    [inner] = kernels_of((2048, 64), "sum")  # 16 rows a program would make 128 programs
+    assert launch_config(inner) == {"XBLOCK": 8, "RBLOCK": 64, "num_warps": 4}
+    assert 2048 // launch_config(inner)["XBLOCK"] >= MANY_PROGRAMS
+    g = Graph()
+    x = g.placeholder("x", TensorMeta((784, 512), torch.float32))
+    g.output(g.call("sum", x, (0,), True))  # 512 columns of 784: ResNet-18's last batch norms
+    [outer] = fuse(g).kernels
+    assert outer.outer_reduction
+    assert launch_config(outer) == {"XBLOCK": 8, "RBLOCK": 128, "num_warps": 4}
+    [many] = kernels_of((1 << 20, 64), "sum")  # enough rows: blocks as wide as before
+    assert launch_config(many)["XBLOCK"] == 16
 
 
 def test_short_rows_reduce_as_eager_through_triton():
