@@ -37,7 +37,7 @@ from minicompiler.codegen import CodegenError, CompiledModule, generate
 from minicompiler.decompose import decompose
 from minicompiler.fuse import fuse
 from minicompiler.fuse.split_reductions import split_reductions
-from minicompiler.ir import Graph, Node, graph_to_python, run_graph
+from minicompiler.ir import Graph, Node, TensorMeta, graph_to_python, run_graph
 from minicompiler.ir.symbolic import size_code
 from minicompiler.ir.transform import copy_graph
 from minicompiler.layout import assign_layouts, follow_saved_layouts, too_few_convolutions, worth_channels_last
@@ -212,7 +212,9 @@ class CompiledGraph:
             # The backward may free each saved tensor after its last use; not where a program runs
             # twice on one input list (CUDA graphs record and replay it, autotuning times trials)
             run_backward = self._lower(backward, " (backward)", fallback=False,
-                                       consume_inputs=not (self.cuda_graphs or self.autotune))
+                                       consume_inputs=not (self.cuda_graphs or self.autotune),
+                                       gradients_of=[p.meta for p, wanted in zip(self.graph.inputs, self.requires_grad,
+                                                                                 strict=True) if wanted])
         except (NotDifferentiable, CodegenError) as error:
             if self.strict and isinstance(error, CodegenError):
                 raise
@@ -226,11 +228,13 @@ class CompiledGraph:
 
     def _lower(self, graph: Graph, stage_suffix: str, fallback: bool = True,
                written_back: dict[Node, Node] | None = None, keep_last: int = 0,
-               consume_inputs: bool = False, training: bool = False) -> Runner | None:
+               consume_inputs: bool = False, training: bool = False,
+               gradients_of: list[TensorMeta] | None = None) -> Runner | None:
         """fuse + generate (+ autotune); None (and the reason in the report) if codegen fails and
         may fall back. `written_back`: new values a kernel may store into their inputs;
         `keep_last`: the last outputs are saved tensors (any layout will do); `training`: `graph`
-        is a training step's forward."""
+        is a training step's forward; `gradients_of`: `graph` is a backward, its outputs the
+        gradients of inputs with these metas."""
         report = self.report
         start = time.perf_counter()
         on_cuda = any(p.meta is not None and p.meta.device.type == "cuda" for p in graph.inputs)
@@ -252,7 +256,7 @@ class CompiledGraph:
         convolutions_channels_last = worth_channels_last(graph) if automatic else bool(self.channels_last)
         # channels-last kept where torch keeps it (and, optimizing, for convolutions); a step only if any
         notes = too_few_convolutions(graph) if automatic else []
-        if notes := notes + assign_layouts(graph, convolutions_channels_last, keep_last, training):
+        if notes := notes + assign_layouts(graph, convolutions_channels_last, keep_last, training, gradients_of):
             report.stages.append(StageRecord("layout" + stage_suffix, time.perf_counter() - start, "\n".join(notes),
                                              language="text"))
         schedule, record = _timed(report, "fuse" + stage_suffix, lambda: fuse(graph, written_back))

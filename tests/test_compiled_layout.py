@@ -243,6 +243,8 @@ def test_layout_optimization_backward_keeps_activation_gradients_channels_last()
     # convolution's two gradients come from one call
     wrapper = graph.stage("codegen (backward)").text
     returned = set(re.findall(r"\w+", wrapper.split("    return ")[-1]))
+    # (x's gradient comes out of the extern channels-last: a kernel copies it as x is laid out)
+    returned |= set(re.findall(r"kernel_clone\w*(?:\[[^\]]*\])?\((\w+)", wrapper))
     input_grads = re.findall(r"(\w+), \w+ = convolution_grads\(", wrapper)
     assert len(input_grads) == 3, wrapper
     hidden = [re.search(rf"{name} = {name}\.contiguous\((.*)\)", wrapper).group(1)
@@ -260,8 +262,9 @@ def test_layout_optimization_backward_keeps_activation_gradients_channels_last()
 def test_trained_weights_are_copied_by_a_kernel_frozen_ones_kept() -> None:
     """A training step's forward copies each trained weight channels-last in a kernel of its own,
     every step (it changes every step: a copy kept until it changes would be made again anyway, by
-    torch's slower strided copy); a frozen weight's copy is kept across calls, as in inference.
-    Either way the gradients and the updated weights equal eager's."""
+    torch's slower strided copy), and its backward copies the weight's gradient back row-major in
+    a kernel; a frozen weight's copy is kept across calls, as in inference. Either way the
+    gradients and the updated weights equal eager's."""
     net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 4, 3))
     net[0].weight.requires_grad_(False)
     eager = copy.deepcopy(net)
@@ -282,6 +285,14 @@ def test_trained_weights_are_copied_by_a_kernel_frozen_ones_kept() -> None:
     assert "2_weight: copied channels-last by a kernel on every step" in notes
     forward = graph.stage("codegen (forward)").text
     assert forward.count("channels_last_copy(") == 1 and "kernel_clone" in forward
+    # the trained weight's gradient comes out of cuDNN/oneDNN channels-last: the backward copies it
+    # row-major in a kernel, so AccumulateGrad keeps it as it is instead of copying it again
+    assert "copied row-major by a kernel" in graph.stage("layout (backward)").text
+    loss = compiled(torch.randn(2, 3, 10, 10)).square().sum()
+    net.optimizer.zero_grad()
+    with CopiedShapes() as copies:
+        loss.backward()
+    assert net[2].weight.grad.is_contiguous() and tuple(net[2].weight.shape) not in copies.shapes, copies.shapes
     with torch.no_grad():  # inference keeps every copy
         compiled(torch.randn(2, 3, 10, 10))
     inference = compiled.report.graphs[-1].stage("layout").text
