@@ -33,6 +33,7 @@ Copying costs a launch too, so the runner avoids copies where it safely can:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import operator
@@ -139,7 +140,7 @@ class CUDAGraphRunner:
 
     def _plan_outputs(self) -> None:
         """What each static output is handed out as: an input (a weight the backward needs is that
-        input, as without a graph), lent (the last `lend_last`), copied out (`_copies`), or itself
+        input, as without a graph), lent (the last `lend_last`), copied out (`_copy_out`), or itself
         (not a tensor)."""
         position_of = {id(static): i for i, static in enumerate(self.static_inputs)}
         # a copied-in input the graph changed: its new value is in the static copy, for the caller to copy back
@@ -154,13 +155,20 @@ class CUDAGraphRunner:
                      else (INPUT, position_of[id(value)]) if id(value) in position_of
                      else (LEND, 0) if n >= first_lent else (COPY, 0)
                      for n, value in enumerate(self.flat_outputs)]
+        # the outputs copied out, each once (an output twice among them is one copy), and where
+        # each copy goes: the plan a replay follows, rather than working it out again
+        copied = {id(v): v for v, (kind, _) in zip(self.flat_outputs, self.plan, strict=True) if kind is COPY}
+        self.copied = list(copied.values())
+        self.copy_plan = _plan_copies(self.copied)
+        index = {key: i for i, key in enumerate(copied)}
+        self.plan = [(kind, index[id(v)] if kind is COPY else at)
+                     for v, (kind, at) in zip(self.flat_outputs, self.plan, strict=True)]
 
     def _outputs(self, inputs: list[torch.Tensor]) -> Any:
-        """The static outputs as `_plan_outputs` says. An output twice among them is one copy."""
-        copied = {id(v): v for v, (kind, _) in zip(self.flat_outputs, self.plan, strict=True) if kind is COPY}
-        copies = dict(zip(copied, _copies(list(copied.values())), strict=True))
+        """The static outputs as `_plan_outputs` says."""
+        copies = _copy_out(self.copy_plan, self.copied)
         handed_out = [inputs[at] if kind is INPUT else self._lend(v) if kind is LEND
-                      else copies[id(v)] if kind is COPY else v
+                      else copies[at] if kind is COPY else v
                       for v, (kind, at) in zip(self.flat_outputs, self.plan, strict=True)]
         if self.flat:
             return tuple(handed_out)  # the usual program
@@ -229,24 +237,46 @@ def _lent(tensor: torch.Tensor) -> bool:
     return ref is not None and ref() is tensor
 
 
-def _copies(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    """A copy of each tensor, with its strides. Dense ones of one dtype share one new block of
-    memory and are copied by one launch (`torch._foreach_copy_`); the rest are cloned."""
-    copies: dict[int, torch.Tensor] = {}
-    groups: dict[tuple[torch.dtype, torch.device], list[torch.Tensor]] = {}
-    for tensor in tensors:
+@dataclasses.dataclass(frozen=True)
+class _CopyPlan:
+    """Where `_copy_out` puts each copy: per block (dtype, device, elements), the tensors' positions
+    and each copy's (shape, strides, offset) in it; and the positions of those cloned alone."""
+    blocks: list[tuple[torch.dtype, torch.device, int, list[int], list[tuple[torch.Size, tuple[int, ...], int]]]]
+    cloned: list[int]
+
+
+def _plan_copies(tensors: list[torch.Tensor]) -> _CopyPlan:
+    """How `_copy_out` copies each tensor, with its strides: dense ones of one dtype into one new
+    block of memory, by one launch (`torch._foreach_copy_`); the rest cloned. Worked out once per
+    recording: a graph's outputs keep their sizes, strides and dtypes from replay to replay."""
+    groups: dict[tuple[torch.dtype, torch.device], list[int]] = {}
+    cloned = []
+    for position, tensor in enumerate(tensors):
         if _dense(tensor):
-            groups.setdefault((tensor.dtype, tensor.device), []).append(tensor)
+            groups.setdefault((tensor.dtype, tensor.device), []).append(position)
         else:
-            copies[id(tensor)] = tensor.clone()
-    for (dtype, device), group in groups.items():
+            cloned.append(position)
+    blocks = []
+    for (dtype, device), positions in groups.items():
+        group = [tensors[p] for p in positions]
         step = max(1, 64 // group[0].element_size())  # each copy starts 64-byte aligned
         starts = list(itertools.accumulate((-(-t.numel() // step) * step for t in group), initial=0))
-        block = torch.empty(starts[-1], dtype=dtype, device=device)
-        views = [block.as_strided(t.shape, t.stride(), start) for t, start in zip(group, starts, strict=False)]
-        torch._foreach_copy_(views, group)
-        copies.update((id(t), view) for t, view in zip(group, views, strict=True))
-    return [copies[id(t)] for t in tensors]
+        places = [(t.shape, t.stride(), start) for t, start in zip(group, starts, strict=False)]
+        blocks.append((dtype, device, starts[-1], positions, places))
+    return _CopyPlan(blocks, cloned)
+
+
+def _copy_out(plan: _CopyPlan, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    copies: list[torch.Tensor] = [None] * len(tensors)  # type: ignore[list-item]  # every one is set below
+    for position in plan.cloned:
+        copies[position] = tensors[position].clone()
+    for dtype, device, numel, positions, places in plan.blocks:
+        block = torch.empty(numel, dtype=dtype, device=device)
+        views = [block.as_strided(*place) for place in places]
+        torch._foreach_copy_(views, [tensors[p] for p in positions])
+        for position, view in zip(positions, views, strict=True):
+            copies[position] = view
+    return copies
 
 
 def _dense(tensor: torch.Tensor) -> bool:

@@ -1,11 +1,15 @@
-"""The copies a CUDA graph runner hands out (runtime/cuda_graphs.py `_copies`): one block of memory
+"""The copies a CUDA graph runner hands out (runtime/cuda_graphs.py `_copy_out`): one block of memory
 per dtype for the dense outputs, each copy with its tensor's values and strides and memory of its
 own; other outputs cloned; and what a replay hands out at each output (`_plan_outputs`). Runs on
 the CPU too: nothing here needs a graph."""
 
 import torch
 
-from minicompiler.runtime.cuda_graphs import CUDAGraphRunner, _copies
+from minicompiler.runtime.cuda_graphs import CUDAGraphRunner, _copy_out, _plan_copies
+
+
+def _copies(tensors):
+    return _copy_out(_plan_copies(tensors), tensors)
 
 
 def test_copies_have_the_values_and_strides_and_memory_of_their_own():
@@ -33,13 +37,25 @@ def test_dense_copies_of_one_dtype_share_one_block_each_aligned():
     assert all(end <= start for (_, end), (start, _) in zip(ends, ends[1:], strict=False))  # no overlap
 
 
-def test_a_strided_view_is_cloned_and_the_same_tensor_twice_is_copied_once():
+def test_a_strided_view_is_cloned():
     base = torch.randn(8, 8)
     every_other = base[:, ::2]  # not dense: a copy with its strides would need more memory
-    copies = _copies([every_other, base, base])
+    copies = _copies([every_other, base])
     torch.testing.assert_close(copies[0], every_other)
     assert copies[0].untyped_storage().data_ptr() != copies[1].untyped_storage().data_ptr()
-    assert copies[1] is copies[2]
+
+
+def test_each_replay_copies_into_new_memory_as_planned_at_recording():
+    """The plan (blocks, places) is worked out once; every replay's copies are new tensors with
+    the outputs' values of that replay."""
+    x = torch.randn(4, 3)
+    out = x * 2
+    runner = _planned((out, out.t()), [x], [False])
+    first = runner._outputs([x])
+    out.add_(1)  # as the next replay overwrites the graph's outputs
+    second = runner._outputs([x])
+    torch.testing.assert_close(first[0] + 1, second[0])
+    assert first[0].data_ptr() != second[0].data_ptr() and second[1].stride() == out.t().stride()
 
 
 def _planned(outputs, inputs, borrowed, lend_last=0):
