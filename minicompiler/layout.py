@@ -213,7 +213,8 @@ def _convert_weights(graph: Graph, keep_last: int = 0, training: bool = False) -
                 or is_channels_last(weight) or weight in shown
                 or any(OPS[u.op].kind == "view" for u in users[weight] if u.op != "output")):
             continue
-        if training and weight.meta.requires_grad:
+        # (a depthwise weight, (C, 1, kh, kw), is laid out alike either way: nothing to copy)
+        if training and weight.meta.requires_grad and not weight.meta.fake().is_contiguous(memory_format=CHANNELS_LAST):
             notes.append(_converted_by_a_kernel(graph, weight, users[weight]))
             continue
         weight.meta = dataclasses.replace(weight.meta, strides=channels_last_strides(weight.meta.shape))

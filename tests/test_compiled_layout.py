@@ -265,7 +265,7 @@ def test_trained_weights_are_copied_by_a_kernel_frozen_ones_kept() -> None:
     torch's slower strided copy), and its backward copies the weight's gradient back row-major in
     a kernel; a frozen weight's copy is kept across calls, as in inference. Either way the
     gradients and the updated weights equal eager's."""
-    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 4, 3))
+    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 4, 3), nn.Conv2d(4, 4, 3, groups=4))
     net[0].weight.requires_grad_(False)
     eager = copy.deepcopy(net)
     compiled = minicompiler.compile(net, options={"layout_optimization": True})
@@ -283,6 +283,8 @@ def test_trained_weights_are_copied_by_a_kernel_frozen_ones_kept() -> None:
     notes = graph.stage("layout (forward)").text
     assert "0_weight: converted to channels-last once" in notes
     assert "2_weight: copied channels-last by a kernel on every step" in notes
+    # a depthwise weight, (4, 1, 3, 3), is the same memory either way: not copied at all
+    assert "3_weight: converted to channels-last once" in notes
     forward = graph.stage("codegen (forward)").text
     assert forward.count("channels_last_copy(") == 1 and "kernel_clone" in forward
     # the trained weight's gradient comes out of cuDNN/oneDNN channels-last: the backward copies it
