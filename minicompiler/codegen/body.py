@@ -99,12 +99,13 @@ def _operand_dtypes(node: Node, operands: list[Any]) -> list[torch.dtype]:
     return [out] * len(operands)
 
 
-def accumulator_dtype(reduction: Node) -> torch.dtype:
+def accumulator_dtype(reduction: Node, wide_sums: bool = False) -> torch.dtype:
     """What a reduction's (or scan's) accumulator holds: its result, in compute dtype; for argmax,
     argmin and the index scans, the best value so far, in its input's compute dtype (the position
-    is kept beside it, in int64)."""
+    is kept beside it, in int64). `wide_sums`: a float32 sum adds up in float64 (see KernelOps)."""
     positions = reduction.op in INDEX_REDUCTIONS or reduction.op in INDEX_SCANS
-    return compute_dtype((reduction.args[0] if positions else reduction).meta.dtype)
+    dtype = compute_dtype((reduction.args[0] if positions else reduction).meta.dtype)
+    return torch.float64 if wide_sums and reduction.op == "sum" and dtype == torch.float32 else dtype
 
 
 BOOL_ARITHMETIC = {"add": "logical_or", "mul": "logical_and", "maximum": "logical_or", "minimum": "logical_and"}
@@ -191,9 +192,10 @@ class BodyWriter:
 
     def write_sweep(self, sweep: Sweep, row_scope: dict[Any, Value]) -> None:
         ops, accumulators = self.ops, []
+        wide = ops.sums_in_float64
         for r in sweep.reductions:
             with ops.writer.origin(r):
-                accumulators.append((ops.reduction_init(r.op, accumulator_dtype(r)), r.op))
+                accumulators.append((ops.reduction_init(r.op, accumulator_dtype(r, wide)), r.op))
         # a scan's accumulator runs along the row as a reduction's does; each sweep that computes
         # the scan starts its own
         for node in (n for n in sweep.nodes if OPS[n.op].kind == "scan"):
@@ -211,11 +213,12 @@ class BodyWriter:
                         ops.write_row_cache(node, scope[node])
             for r, (acc, op) in zip(sweep.reductions, accumulators, strict=True):
                 with ops.writer.origin(r):
-                    value = self.operand(r.args[0], accumulator_dtype(r), scope, "element")
+                    value = self.operand(r.args[0], accumulator_dtype(r, wide), scope, "element")
                     ops.reduction_update(acc, op, value)
         for r, (acc, op) in zip(sweep.reductions, accumulators, strict=True):
             with ops.writer.origin(r):
-                row_scope[r] = self.rounded(r, ops.reduction_result(acc, op, compute_dtype(r.meta.dtype)))
+                result = ops.reduction_result(acc, op, accumulator_dtype(r, wide))
+                row_scope[r] = self.rounded(r, ops.to_dtype(result, compute_dtype(r.meta.dtype)))
                 self.store_if_needed(r, row_scope[r], "row")
 
     def _plan(self) -> tuple[list[list[Node]], list[Sweep]]:

@@ -135,6 +135,12 @@ class KernelOps(abc.ABC):
 
     templates: ClassVar[dict[str, str]]
     row_cache_limit: ClassVar[int] = 0  # bytes of element values a row may keep between sweeps
+    # Whether a float32 sum adds up in float64. A CPU loop adds a row's elements one after another
+    # (a few SIMD lanes at a time): in float32 the rounding grows with the row, and a batch norm's
+    # statistics of a channel that is nearly constant lost the digits its gradient needs
+    # (MobileNetV3 training, C++: gradients 1e-3 from float64's, eager's 1e-6). Eager's CPU kernels
+    # accumulate float32 in double too. A GPU's sums are trees of short partial sums: float32 holds.
+    sums_in_float64: ClassVar[bool] = False
     floordiv: ClassVar[str]  # integer division in index expressions
     xvar: ClassVar[str]  # the loop index over rows (or over all elements, pointwise)
     rvar: ClassVar[str]  # the loop index over the reduced dims
