@@ -147,7 +147,8 @@ def test_a_value_compared_with_its_own_maximum_is_stored_once(backend):
     """x == amax(x) for a computed x: every row has its maximum, whatever the last bit of cos.
     Recomputing cos in a second sweep (vectorized there, scalar in the first) could lose it."""
     g = Graph()
-    x = g.placeholder("x", TensorMeta((64, 37), torch.float32))
+    # on the default device: the GPU under -p tests.triton_on_gpu
+    x = g.placeholder("x", TensorMeta((64, 37), torch.float32, torch.get_default_device()))
     y = g.call("cos", g.call("mul", x, 3.0))
     g.output(g.call("eq", y, g.call("amax", y, (1,), True)))
     schedule = fuse(g)
