@@ -133,8 +133,10 @@ def _views_reading(node: Node, users: dict[Node, list[Node]]) -> list[Node]:
 # the channels innermost); given row-major ones it converts them itself, on every call. As
 # torch.compile does on GPUs, every convolution is made to run channels-last: a weight (a
 # parameter, so the same tensor every call) is converted once and the copy kept until the
-# weight changes (`channels_last_copy`); activations between convolutions are computed
-# channels-last by the kernels that write them; and the graph's outputs get eager's layout back.
+# weight changes (`channels_last_copy`), or, trained (it changes every step), copied by a kernel
+# in the forward, its gradient copied back by one in the backward; activations between
+# convolutions are computed channels-last by the kernels that write them; and the graph's
+# outputs get eager's layout back.
 
 
 # TorchInductor's rule of thumb: a graph with fewer than one convolution per 300 nodes is not
