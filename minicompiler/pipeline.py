@@ -211,10 +211,11 @@ class CompiledGraph:
             follow_saved_layouts(forward, backward, len(saved))  # saved tensors arrive as the forward laid them out
             # The backward may free each saved tensor after its last use; not where a program runs
             # twice on one input list (CUDA graphs record and replay it, autotuning times trials)
+            # the backward's outputs: the gradients of the inputs that need one, in order
+            differentiated = [p.meta for p, wanted in zip(self.graph.inputs, self.requires_grad, strict=True) if wanted]
             run_backward = self._lower(backward, " (backward)", fallback=False,
                                        consume_inputs=not (self.cuda_graphs or self.autotune),
-                                       gradients_of=[p.meta for p, wanted in zip(self.graph.inputs, self.requires_grad,
-                                                                                 strict=True) if wanted])
+                                       gradients_of=differentiated)
         except (NotDifferentiable, CodegenError) as error:
             if self.strict and isinstance(error, CodegenError):
                 raise
