@@ -35,5 +35,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     callspec = getattr(item, "callspec", None)
     params = callspec.params if callspec is not None else {}
     device = str(params.get("device", torch.get_default_device().type))
-    if params.get("backend") == "triton" and device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+    # a case parametrized with backend="triton", or a test marked as running Triton on the default device
+    triton = params.get("backend") == "triton" or item.get_closest_marker("triton_on_cpu_tensors") is not None
+    if triton and device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("the Triton backend on CPU tensors runs in Triton's interpreter: set TRITON_INTERPRET=1")

@@ -34,7 +34,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    on_gpu = [item for item in items if "triton" in item.nodeid and not _asks_for_the_cpu(item)]
+    on_gpu = [item for item in items if ("triton" in item.nodeid or item.get_closest_marker("triton_on_cpu_tensors"))
+              and not _asks_for_the_cpu(item)]
     config.hook.pytest_deselected(items=[item for item in items if item not in on_gpu])
     items[:] = on_gpu
 

@@ -1,6 +1,7 @@
 """mode="max-autotune": Triton launch configs timed on the first call (through the Triton
 interpreter here: the choice is meaningless for speed, but the mechanism and the results are real)."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -21,6 +22,7 @@ def kernels_of(shape, op):
     return fuse(g).kernels
 
 
+@pytest.mark.triton_on_cpu_tensors
 def test_max_autotune_picks_a_config_per_kernel_and_matches_eager():
     compiled = minicompiler.compile(softmax_of_cosines, backend="triton", mode="max-autotune")
     for _ in range(2):  # the first call tunes, the second runs the tuned program
@@ -45,6 +47,7 @@ def test_candidates_start_with_the_default_and_keep_the_mask_decision():
     assert all(c["XBLOCK"] <= 4 for c in candidate_configs(reduction))  # no more rows per program than rows
 
 
+@pytest.mark.triton_on_cpu_tensors
 def test_tuning_runs_do_not_move_the_random_stream():
     def noisy(x):
         return F.dropout(torch.cos(x), 0.5) + 1
@@ -66,6 +69,7 @@ def test_max_autotune_on_the_cpp_backend_says_there_is_nothing_to_tune():
     assert any("no launch parameters to tune" in n for n in compiled.report.graphs[0].stage("codegen").notes)
 
 
+@pytest.mark.triton_on_cpu_tensors
 def test_training_tunes_the_forward_and_the_backward_on_their_first_calls():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16))
@@ -81,6 +85,7 @@ def test_training_tunes_the_forward_and_the_backward_on_their_first_calls():
     assert "autotune (forward)" in stages and "autotune (backward)" in stages
 
 
+@pytest.mark.triton_on_cpu_tensors
 def test_modes_options_and_disable_follow_torch_compile():
     fn = softmax_of_cosines
     cases = [  # how it is asked -> (CUDA graphs, autotuning)
@@ -135,6 +140,7 @@ def test_few_rows_are_spread_over_enough_programs():
     assert launch_config(many)["XBLOCK"] == 16
 
 
+@pytest.mark.triton_on_cpu_tensors
 def test_short_rows_reduce_as_eager_through_triton():
     def pool_and_argmax(x):
         windows = x.unfold(2, 3, 2).unfold(3, 3, 2).flatten(-2)  # 9 elements a row

@@ -58,6 +58,7 @@ def repeated_blocks(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return x
 
 
+@pytest.mark.triton_on_cpu_tensors
 def test_repeated_blocks_launch_one_kernel_three_times():
     compiled = minicompiler.compile(repeated_blocks, backend="triton")
     for _ in range(2):  # fresh inputs each call: the shared kernel reads each call site's buffers
@@ -75,6 +76,7 @@ def mixed_dtypes(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> tuple[tor
     return torch.softmax(x, -1) @ w, torch.softmax(y, -1) @ w.double()
 
 
+@pytest.mark.triton_on_cpu_tensors
 def test_softmaxes_of_two_dtypes_are_two_kernels():
     compiled = minicompiler.compile(mixed_dtypes, backend="triton")
     x, y, w = torch.randn(8, 16), torch.randn(8, 16, dtype=torch.float64), torch.randn(16, 16)

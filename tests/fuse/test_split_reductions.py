@@ -5,7 +5,6 @@ checked against eager on fresh random inputs, through the Triton interpreter on 
 from __future__ import annotations
 
 import math
-import os
 
 import pytest
 import torch
@@ -18,9 +17,8 @@ from minicompiler.fuse.split_reductions import _first_step_dims, split_reduction
 from minicompiler.ir import Graph, TensorMeta
 from minicompiler.layout import channels_last_strides
 
-# Triton kernels run here through the interpreter; on a GPU machine, on the GPU
-needs_triton = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1" and not torch.cuda.is_available(),
-                                  reason="Triton runs on the CPU only with TRITON_INTERPRET=1")
+# Triton kernels run here through the interpreter; on a GPU machine under -p tests.triton_on_gpu, on the GPU
+needs_triton = pytest.mark.triton_on_cpu_tensors
 
 
 def reduction(shape: tuple[int, ...], dims: tuple[int, ...], op: str = "sum",
