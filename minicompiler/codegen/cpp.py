@@ -105,8 +105,7 @@ SCAN_STEP = {"logcumsumexp": "{acc} = log_add_exp({acc}, {value})",
 class CppOps(KernelOps):
     row_cache_limit = 4 << 20  # bytes of a row's cached element values, per thread
     sums_in_float64 = True  # as eager's CPU kernels (KernelOps says why)
-    templates = TEMPLATES
-    floordiv, xvar, rvar = "/", "x", "r"
+    templates, floordiv, xvar, rvar = TEMPLATES, "/", "x", "r"
 
     def __init__(self, kernel: Kernel, dynamic: bool = False, fast_trig: bool = False) -> None:
         super().__init__(kernel, dynamic)
