@@ -233,9 +233,14 @@ def _converted_by_a_kernel(graph: Graph, weight: Node, readers: list[Node]) -> s
     copy = graph.call_before(min(readers, key=graph.nodes.index), "clone", weight)
     copy.meta = dataclasses.replace(copy.meta, strides=channels_last_strides(weight.meta.shape))
     for reader in readers:
-        reader.args = map_structure(lambda v: copy if v is weight else v, reader.args)
-        reader.kwargs = map_structure(lambda v: copy if v is weight else v, reader.kwargs)
+        _reads_instead(reader, weight, copy)
     return f"{weight.name}: copied channels-last by a kernel on every step (a trained weight changes every step)"
+
+
+def _reads_instead(reader: Node, old: Node, new: Node) -> None:
+    """`reader` reads `new` wherever it read `old`."""
+    reader.args = map_structure(lambda v: new if v is old else v, reader.args)
+    reader.kwargs = map_structure(lambda v: new if v is old else v, reader.kwargs)
 
 
 def _parameter_of(weight: Any) -> Any:
@@ -268,15 +273,15 @@ def _gradients_as_their_inputs(backward: Graph, inputs: list[TensorMeta]) -> lis
     grads = backward.outputs
     if not inputs or not isinstance(grads, tuple) or len(grads) != len(inputs):
         return []
-    notes = []
+    notes, copied = [], set()
     for grad, meta in zip(grads, inputs, strict=True):
         if not (isinstance(grad, Node) and grad.op == "torch_call" and is_channels_last(grad)
-                and meta.ndim == 4 and meta.is_contiguous()):
+                and meta.ndim == 4 and meta.is_contiguous()) or grad in copied:
             continue
         copy = backward.call_before(backward.output_node, "clone", grad)
         copy.meta = dataclasses.replace(copy.meta, strides=meta.strides)
-        backward.output_node.args = map_structure(lambda v, g=grad, c=copy: c if v is g else v,
-                                                  backward.output_node.args)
+        _reads_instead(backward.output_node, grad, copy)
+        copied.add(grad)
         notes.append(f"{grad.name}: copied row-major by a kernel, as its parameter is laid out")
     return notes
 
