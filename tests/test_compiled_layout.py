@@ -265,8 +265,10 @@ def test_trained_weights_are_copied_by_a_kernel_frozen_ones_kept() -> None:
     torch's slower strided copy), and its backward copies the weight's gradient back row-major in
     a kernel; a frozen weight's copy is kept across calls, as in inference. Either way the
     gradients and the updated weights equal eager's."""
-    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 4, 3), nn.Conv2d(4, 4, 3, groups=4))
-    net[0].weight.requires_grad_(False)
+    # (the first layer computes the first convolution's input: a convolution of the row-major input
+    # itself stays row-major, see the next test)
+    net = nn.Sequential(nn.Hardtanh(), nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 4, 3), nn.Conv2d(4, 4, 3, groups=4))
+    net[1].weight.requires_grad_(False)
     eager = copy.deepcopy(net)
     compiled = minicompiler.compile(net, options={"layout_optimization": True})
     for model in (net, eager):
@@ -281,10 +283,10 @@ def test_trained_weights_are_copied_by_a_kernel_frozen_ones_kept() -> None:
             torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4)
     graph = compiled.report.graphs[0]
     notes = graph.stage("layout (forward)").text
-    assert "0_weight: converted to channels-last once" in notes
-    assert "2_weight: copied channels-last by a kernel on every step" in notes
+    assert "1_weight: converted to channels-last once" in notes
+    assert "3_weight: copied channels-last by a kernel on every step" in notes
     # a depthwise weight, (4, 1, 3, 3), is the same memory either way: not copied at all
-    assert "3_weight: converted to channels-last once" in notes
+    assert "4_weight: converted to channels-last once" in notes
     forward = graph.stage("codegen (forward)").text
     assert forward.count("channels_last_copy(") == 1 and "kernel_clone" in forward
     # the trained weight's gradient comes out of cuDNN/oneDNN channels-last: the backward copies it
@@ -294,11 +296,37 @@ def test_trained_weights_are_copied_by_a_kernel_frozen_ones_kept() -> None:
     net.optimizer.zero_grad()
     with CopiedShapes() as copies:
         loss.backward()
-    assert net[2].weight.grad.is_contiguous() and tuple(net[2].weight.shape) not in copies.shapes, copies.shapes
+    assert net[3].weight.grad.is_contiguous() and tuple(net[3].weight.shape) not in copies.shapes, copies.shapes
     with torch.no_grad():  # inference keeps every copy
         compiled(torch.randn(2, 3, 10, 10))
     inference = compiled.report.graphs[-1].stage("layout").text
-    assert "2_weight: converted to channels-last once" in inference
+    assert "3_weight: converted to channels-last once" in inference
+
+
+def test_a_convolution_of_the_callers_row_major_input_stays_row_major() -> None:
+    """The first convolution of a batch of images as the caller passes them, row-major, runs
+    row-major, as in eager: made channels-last, its input was converted inside every call (and
+    again for its weight's gradient), and its weight copied in every training step. The kernel
+    after it writes channels-last for the next convolution, which is laid out as before."""
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 6, 3, padding=1))
+    eager = copy.deepcopy(net)
+    compiled = minicompiler.compile(net, options={"layout_optimization": True})
+    for _ in range(2):
+        x = torch.randn(4, 3, 9, 11)
+        out, expected = compiled(x), eager(x)
+        torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+        assert out.stride() == expected.stride()
+        out.square().sum().backward()
+        expected.square().sum().backward()
+    for ours, theirs in zip(net.parameters(), eager.parameters(), strict=True):
+        torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-4)
+        assert ours.grad.stride() == theirs.grad.stride()
+    graph = compiled.report.graphs[0]
+    forward, backward = graph.stage("layout (forward)").text, graph.stage("layout (backward)").text
+    assert "0_weight" not in forward and "3_weight: copied channels-last by a kernel" in forward, forward
+    # of the two convolutions' outputs, only the second's is channels-last
+    assert len(re.findall(r"^torch_call\w*: channels-last, as torch lays it out", forward, re.M)) == 1, forward
+    assert backward.count("copied row-major by a kernel") == 1, backward  # the second convolution's only
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -63,7 +63,8 @@ def test_empty_tensors(backend, check):
 def test_generated_code_names_its_user_source_lines(backend):
     src = SourceLoc("/home/me/model.py", 4, "b = torch.cos(a)", function="f")
     g = Graph()
-    x = g.placeholder("x", TensorMeta((16,), torch.float32))
+    # on the default device: the GPU under tests.triton_on_gpu, where Triton has no CPU
+    x = g.placeholder("x", TensorMeta((16,), torch.float32, torch.get_default_device()))
     with g.provenance(src):
         cos = g.call("cos", x)
     g.output(g.call("cos", cos, source=SourceLoc("/home/me/model.py", 5, "c = torch.cos(b)")))
