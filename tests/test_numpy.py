@@ -35,6 +35,10 @@ def test_seed_001_numpy_fn() -> None:
 
     compiled = check_like_numpy(numpy_fn, with_a_constant_column, lambda: rng.standard_normal((48, 20)))
     assert len(compiled.reports) == 1
+    # the normalized X and Y, and their squares, are computed where the row sums read them: no
+    # (48, 20) buffer is written, only X and Y are read
+    buffers = compiled.report.graphs[0].stage("fuse").text.split("buffers:")[1].split("decisions:")[0]
+    assert [line for line in buffers.splitlines() if "[48, 20]" in line and " input" not in line] == [], buffers
 
 
 @pytest.mark.parametrize("fn", [

@@ -136,6 +136,8 @@ class _Scheduler:
             if decision.fused and late is not None:
                 reason = f"reads {late.name}, computed after {_step_name(kernel)}"
                 decision = FusionDecision(producer, node, False, reason)
+            if decision.fused and (reason := self._better_apart(kernel, node)) is not None:
+                decision = FusionDecision(producer, node, False, reason)
             self.decisions.append(decision)
             if decision.fused:
                 # only older kernels remain: `node` reading a newer one would be refused above
@@ -157,7 +159,8 @@ class _Scheduler:
         for kernel in reversed([s for s in self.steps if isinstance(s, Kernel)]):
             reads = {i for member in kernel.nodes for i in member.inputs()}
             common = [i for i in shared if i in reads or any(self._same_producer(i, r) for r in reads)]
-            if common and kernel_refusal(kernel, node) is None and self._computed_after(kernel, node) is None:
+            if (common and kernel_refusal(kernel, node) is None and self._computed_after(kernel, node) is None
+                    and self._better_apart(kernel, node) is None):
                 reason = f"shares input {common[0].name} with {_step_name(kernel)}"
                 self.decisions.append(FusionDecision(common[0], node, True, reason))
                 _add(kernel, node)
@@ -188,6 +191,31 @@ class _Scheduler:
         shape = node.meta.shape
         return (OPS[node.op].kind == "pointwise" and not is_symbolic(shape) and math.prod(shape) <= SMALL_KERNEL
                 and all(i.op == "placeholder" or i.op in INLINE or i in members for i in node.inputs()))
+
+    def _better_apart(self, kernel: Kernel, node: Node) -> str | None:
+        """Why `node`, an element value of reduction `kernel`'s domain, should rather not be computed
+        there: every reader of it (through other element values) is a reduction over other dims,
+        which runs in another kernel. Computed in `kernel`, it was stored for them and read back;
+        apart, it joins their kernel and is never stored. Seed 001's numpy_fn normalizes X and Y by
+        their columns' statistics, then sums along each row: the column kernel stored the three
+        (1024, 640) results the row sums read (15 MB written and read back, per call)."""
+        if kernel.kind != "reduction" or OPS[node.op].kind != "pointwise" or node.meta.shape != kernel.domain:
+            return None
+        if not self._reduced_only_over_other_dims(node, kernel, {}):
+            return None
+        return f"read only by reductions over other dims than {kernel.reduction_dims}: computed in their kernel"
+
+    def _reduced_only_over_other_dims(self, node: Node, kernel: Kernel, known: dict[Node, bool]) -> bool:
+        if node not in known:
+            known[node] = False  # (until shown otherwise)
+            readers = self.users[node]
+            known[node] = bool(readers) and all(
+                OPS.get(r.op) is not None and r.meta.shape == kernel.domain and OPS[r.op].kind == "pointwise"
+                and self._reduced_only_over_other_dims(r, kernel, known)
+                or OPS.get(r.op) is not None and OPS[r.op].kind == "reduction" and r.args[0] is node
+                and iteration_space(r) != (kernel.domain, kernel.reduction_dims)
+                for r in readers)
+        return known[node]
 
     # -- helpers ----------------------------------------------------------------------------
     def _same_producer(self, a: Node, b: Node) -> bool:
@@ -267,7 +295,7 @@ class _Scheduler:
         if reason is None:
             merged = _start_kernel(earlier.nodes[0])
             for member in earlier.nodes[1:] + later.nodes + [node]:
-                if (reason := kernel_refusal(merged, member)) is not None:
+                if (reason := kernel_refusal(merged, member) or self._better_apart(merged, member)) is not None:
                     break
                 _add(merged, member)
         if reason is not None:

@@ -98,6 +98,27 @@ def _factored_sum(g: Graph, a: Node, b: Node, dims: Sequence[int], keepdim: bool
     return g.call("reshape", product, kept)
 
 
+def _sum_before_unit_dims(g: Graph, x: Node, shape: Sequence[int], dims: Sequence[int], keepdim: bool) -> Node | None:
+    # A sum over x[:, :, None] (a reshape that only adds or drops dims of size 1) is a sum over x's
+    # own dims, reshaped: so written, it runs over x's shape, where it fuses with what computes x and
+    # with other sums over those dims. Seed 001's numpy_fn sums its normalized X and Y (and their
+    # squares) along each row: one kernel for the three, reading X and Y, not three over copies.
+    if not isinstance(keepdim, bool) or [s for s in shape if s != 1] != [s for s in x.meta.shape if s != 1]:
+        return None
+    own = [d for d, size in enumerate(x.meta.shape) if size != 1]  # x's dim for each dim of `shape` not 1
+    mapped = iter(own)
+    of_x = {d: next(mapped) for d, size in enumerate(shape) if size != 1}
+    summed = tuple(sorted(of_x[d % len(shape)] for d in dims if d % len(shape) in of_x))
+    if not summed or len(shape) != len(x.meta.shape) + sum(s == 1 for s in shape) - sum(s == 1 for s in x.meta.shape):
+        return None
+    total = g.call("sum", x, summed, True)
+    size = [1 if d in summed else s for d, s in enumerate(x.meta.shape)]
+    result = [s for s in size if s != 1]
+    kept = [1 if d % len(shape) in {d % len(shape) for d in dims} else s for d, s in enumerate(shape)]
+    out = kept if keepdim else [s for d, s in enumerate(shape) if d % len(shape) not in {d % len(shape) for d in dims}]
+    return g.call("reshape", total, tuple(out)) if [s for s in out if s != 1] == result else None
+
+
 def _positions_in_range(g: Graph, x: Node, low: Any, high: Any) -> Node | None:
     # x viewed from an iota (positions 0 .. n-1: `torch.arange(seq)` as a position embedding's
     # indices) holds only those values; a check of them is four launches for nothing
@@ -194,6 +215,8 @@ RULES: list[Rule] = [
          _transposed_product, sole_use=True),
     Rule("sum(a*b) -> sum(a)*sum(b) where each summed dim is one factor's",
          P("sum", P("mul", "a", "b"), Arg("dims"), Arg("keepdim")), _factored_sum, sole_use=True),
+    Rule("sum(reshape(x) adding dims of size 1) -> reshape(sum(x))",
+         P("sum", P("reshape", "x", Arg("shape")), Arg("dims"), Arg("keepdim")), _sum_before_unit_dims),
     Rule("cat(..., a, 0, ...) + cat(..., 0, b, ...) -> cat(..., a, b, ...)", P("add", "a", "b"), _merged_cats),
     Rule("check_indices(positions 0..n-1 within bounds) -> positions",
          P("check_indices", "x", Arg("low"), Arg("high")), _positions_in_range),

@@ -87,6 +87,21 @@ def test_reduction_over_other_dims_is_refused():
     assert "reduction over different dims: (0,) vs (1,)" in reasons(schedule)
 
 
+def test_an_element_value_read_only_by_reductions_over_other_dims_is_computed_in_their_kernel():
+    """x centred by its columns' means, then summed along each row (as seed 001's numpy_fn does):
+    the centred values are computed in the row sums' kernel. In the column kernel, which could
+    compute them too, they were stored for the row sums to read back."""
+    g = Graph()
+    (x,) = placeholders(g, (64, 32))
+    centred = g.call("sub", x, g.call("div", g.call("sum", x, (0,), True), 64))
+    g.output((g.call("sum", centred, (1,), False), g.call("sum", g.call("mul", centred, centred), (1,), False)))
+    schedule = fuse(g)
+    columns, rows = schedule.kernels
+    assert columns.reduction_dims == (0,) and rows.reduction_dims == (1,) and centred in rows.nodes
+    assert centred not in schedule.buffers
+    assert any("read only by reductions over other dims than (0,)" in r for r in reasons(schedule))
+
+
 def test_row_value_that_does_not_broadcast_per_row_is_refused():
     g = Graph()
     (x,) = placeholders(g, (4, 4))

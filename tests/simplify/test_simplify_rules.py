@@ -79,6 +79,10 @@ RULE_EXAMPLES: dict[str, tuple[Build, list[str], tuple[int, ...]]] = {
                             (1, 2), False),
         ["reshape", "reshape", "sum", "sum", "mul", "reshape"], (2, 3),
     ),
+    # x[:, None, :] summed over its last dim: x's own sum, reshaped
+    "sum(reshape(x) adding dims of size 1) -> reshape(sum(x))": (
+        lambda g, x: g.call("sum", g.call("reshape", x, (2, 1, 3)), (2,), True), ["sum", "reshape"], (2, 3),
+    ),
     # a position embedding's indices: torch.arange(4) broadcast over the batch, within a table of 4
     "check_indices(positions 0..n-1 within bounds) -> positions": (
         lambda g, x: g.call("add", x, g.call("convert", g.call("check_indices", positions(g, 4), 0, 4), torch.float32)),
@@ -119,6 +123,8 @@ def test_rule_fires_and_keeps_the_result(rule) -> None:
         ("exp(log(int)) is a float", lambda g, x: g.call("exp", g.call("log", x)), (3,), torch.int32),
         ("a real convert", lambda g, x: g.call("convert", x, torch.float64), (3,), torch.float32),
         ("a real reshape", lambda g, x: g.call("reshape", x, (4, 3)), (3, 4), torch.float32),
+        ("a sum over a reshape that moves elements",
+         lambda g, x: g.call("sum", g.call("reshape", x, (3, 2)), (1,), False), (2, 3), torch.float32),
         ("a real expand", lambda g, x: g.call("expand", x, (2, 3)), (3,), torch.float32),
         ("a transpose of a square", lambda g, x: g.call("permute", x, (1, 0)), (3, 3), torch.float32),
         ("3 is not a power of 2", lambda g, x: g.call("div", x, 3.0), (3,), torch.float32),
