@@ -40,7 +40,8 @@ import math
 import torch
 
 from minicompiler.fuse.rules import reduction_dims
-from minicompiler.ir import Graph, Node
+from minicompiler.ir import OPS, Graph, Node, map_structure
+from minicompiler.ir.ops import INLINE
 from minicompiler.simplify.facts import location
 
 SPLIT_OPS = frozenset({"sum", "amax", "amin"})
@@ -183,6 +184,94 @@ def _split_one_dim(graph: Graph, node: Node, first: int, last: int, chunks: int)
     x, keepdim = node.args[0], node.args[2] if len(node.args) > 2 else False
     shape = x.meta.shape
     length = math.prod(shape[first:last + 1])
-    split = graph.call_before(node, "reshape", x, (*shape[:first], chunks, length // chunks, *shape[last + 1:]))
+    split_shape = (*shape[:first], chunks, length // chunks, *shape[last + 1:])
+    source, dims = _before_reshape(x, first, last)  # (a Linear's gradient is reshaped to 2-d)
+    split = _computed_split(graph, source, node, split_shape, *dims)
+    split = split or graph.call_before(node, "reshape", x, split_shape)
     partial = graph.call_before(node, node.op, split, (first + 1,), False)  # `chunks` at dim `first`
     node.args = (partial, (first,), keepdim)
+    if x is not source and not graph.users()[x]:
+        graph.nodes.remove(x)
+
+
+def _before_reshape(x: Node, first: int, last: int) -> tuple[Node, tuple[int, int]]:
+    """(what x reshapes, and its dims that x's `first`..`last` merge) where x only merges dims of
+    it, row-major, keeping those before and after; else (x, its dims)."""
+    source = x.args[0] if x.op == "reshape" else None
+    if source is None or not source.meta.is_contiguous():
+        return x, (first, last)
+    before, after = x.meta.shape[:first], x.meta.shape[last + 1:]
+    inner = len(source.meta.shape) - len(after)
+    if source.meta.shape[:first] != before or source.meta.shape[inner:] != after or inner <= first:
+        return x, (first, last)
+    return source, (first, inner - 1)
+
+
+def _computed_split(graph: Graph, x: Node, node: Node, split_shape: tuple[int, ...], first: int,
+                    last: int) -> Node | None:
+    """x (`node`'s input, or what that reshapes) computed in `split_shape` (its dims `first`..`last`
+    as one, in two) by its own pointwise ops, over views of their inputs split alike; x's other
+    readers read that back through a view of x's shape. A reshape of a computed value is a buffer
+    to the fuser, stored and then read: an MLP's ReLU gradient was a kernel of its own, which the
+    bias gradient's first step read back. Computed in the split shape, it is summed by the kernel
+    computing it. None where x is not computed by pointwise ops laid out row-major, or an input
+    does not split along with it."""
+    users = graph.users()
+    cone = _pointwise_cone(x, users)
+    inputs = [i for member in cone for i in member.inputs() if i not in cone]
+    if not cone or not all(_splits_along(i, x, first, last) for i in inputs):
+        return None
+    readers = users[x]
+    anchor = min(readers, key=graph.nodes.index)  # the new nodes come before x's first reader
+    made: dict[Node, Node] = {}
+    views = {i: graph.call_before(anchor, "reshape", i, _split_like(i, x, split_shape, first, last))
+             for i in dict.fromkeys(inputs)}
+    for member in [n for n in graph.nodes if n in cone]:  # in graph order
+        args = tuple(made.get(a, views.get(a, a)) if isinstance(a, Node) else a for a in member.args)
+        made[member] = graph.call_before(anchor, member.op, *args, **member.kwargs)
+    back = graph.call_before(anchor, "reshape", made[x], x.meta.shape)
+    for reader in readers:
+        if reader is not node:
+            reader.args = map_structure(lambda v: back if v is x else v, reader.args)
+    for member in cone:  # nothing reads them now
+        graph.nodes.remove(member)
+    return made[x]
+
+
+def _pointwise_cone(x: Node, users: dict[Node, list[Node]]) -> set[Node]:
+    """x and the pointwise nodes of its shape that only it (through each other) reads; empty where
+    x is not such a node, laid out row-major."""
+    def pointwise(n: Node) -> bool:
+        return (n.op in OPS and OPS[n.op].kind == "pointwise" and n.op not in INLINE and not n.kwargs
+                and n.meta.shape == x.meta.shape and n.meta.is_contiguous())
+
+    if not pointwise(x):
+        return set()
+    cone, grown = {x}, True
+    while grown:
+        grown = False
+        for n in {i for member in cone for i in member.inputs()} - cone:
+            if pointwise(n) and users[n] and all(u in cone for u in users[n]):
+                cone.add(n)
+                grown = True
+    return cone
+
+
+def _splits_along(value: Node, x: Node, first: int, last: int) -> bool:
+    """Can `value`, read by x's ops (broadcast against x's shape), be viewed split as x is: its
+    dims `first`..`last` x's own, side by side in memory, or all broadcast (size 1)?"""
+    if value.op in INLINE or value.meta.ndim > x.meta.ndim:
+        return False
+    lead = x.meta.ndim - value.meta.ndim
+    padded = (1,) * lead + value.meta.shape
+    if all(size == 1 for size in padded[first:last + 1]):
+        return True
+    strides = (0,) * lead + value.meta.stride()
+    return padded[first:last + 1] == x.meta.shape[first:last + 1] and all(
+        strides[d] == strides[d + 1] * padded[d + 1] for d in range(first, last))
+
+
+def _split_like(value: Node, x: Node, split_shape: tuple[int, ...], first: int, last: int) -> tuple[int, ...]:
+    padded = (1,) * (x.meta.ndim - value.meta.ndim) + value.meta.shape
+    broadcast = all(size == 1 for size in padded[first:last + 1])
+    return (*padded[:first], *((1, 1) if broadcast else split_shape[first:first + 2]), *padded[last + 1:])

@@ -166,17 +166,26 @@ def test_split_reductions_equal_eager(op, dtype):
 
 
 @needs_triton
-def test_linear_layer_gradients_with_split_column_sums_equal_eager():
+@pytest.mark.parametrize(("activation", "shape", "split", "op"), [
+    (F.gelu, (4, 512, 64), "[256, 8, 96]", "erf"),  # the gradient reshaped to 2-d before its sum
+    (F.relu, (1024, 64), "[128, 8, 96]", "where"),
+], ids=["gelu-3d", "relu-2d"])
+def test_linear_layer_gradients_with_split_column_sums_equal_eager(activation, shape, split, op):
+    """A Linear layer's bias gradient, a column sum of the activation's gradient, in two steps: the
+    kernel computing the activation's gradient computes it in the first step's shape, and sums it."""
     layer, eager = nn.Linear(64, 96), nn.Linear(64, 96)
     eager.load_state_dict(layer.state_dict())
-    compiled = minicompiler.compile(lambda t: F.gelu(layer(t)), backend="triton")
-    x = torch.randn(4, 512, 64)
-    grad = torch.randn(4, 512, 96)
+    compiled = minicompiler.compile(lambda t: activation(layer(t)), backend="triton")
+    x = torch.randn(*shape)
+    grad = torch.randn(*shape[:-1], 96)
     compiled(x).backward(grad)
-    F.gelu(eager(x)).backward(grad)
+    activation(eager(x)).backward(grad)
     torch.testing.assert_close(layer.bias.grad, eager.bias.grad, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(layer.weight.grad, eager.weight.grad, rtol=1e-4, atol=1e-4)
-    assert "chunks, reduced in two steps" in compiled.report.graphs[0].stage("split reductions (backward)").text
+    graph = compiled.report.graphs[0]
+    assert "chunks, reduced in two steps" in graph.stage("split reductions (backward)").text
+    kernels = [line for line in graph.stage("fuse (backward)").text.splitlines() if line.startswith("  kernel")]
+    assert any(f" {op}" in line and f"reduction over {split}" in line for line in kernels), kernels
 
 
 def test_cpp_backend_does_not_split():
