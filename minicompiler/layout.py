@@ -49,22 +49,28 @@ LAID_OUT = "laid_out"  # node.tags: an input that arrives laid out as its meta s
 
 
 def assign_layouts(graph: Graph, convolutions_channels_last: bool = False, keep_last: int = 0,
-                   training: bool = False, gradients_of: list[TensorMeta] | None = None) -> list[str]:
+                   training: bool = False, gradients_of: list[TensorMeta] | None = None,
+                   replayed: bool = False) -> list[str]:
     """Give nodes that torch makes channels-last that layout (their metas change in place); one
     note per node changed. `convolutions_channels_last`: the layout optimization (see below);
     the graph's last `keep_last` outputs (a forward's saved tensors) may keep the layout chosen;
     `training`: the graph is a training step's forward, whose trained weights change every step;
-    `gradients_of`: the graph is a backward, its outputs the gradients of inputs laid out so."""
-    if not convolutions_channels_last or not _laid_out_convolutions(graph, tuple(OPERANDS)):
+    `gradients_of`: the graph is a backward, its outputs the gradients of inputs laid out so;
+    `replayed`: the graph is replayed from a CUDA graph, where launches cost no host time."""
+    every = _convolutions(graph, tuple(OPERANDS))
+    laid_out = [conv for conv in every if replayed or not _reads_the_callers_layout(conv)]
+    if not convolutions_channels_last or not laid_out:
         return _follow_torch(graph, set())
     original = {node: node.meta for node in graph.nodes}
     _follow_torch(graph, set())  # eager's layouts: what the graph's outputs must have
     eager = {node: node.meta for node in graph.output_nodes()}
     for node, meta in original.items():
         node.meta = meta
-    notes = _convert_weights(graph, keep_last, training)
-    notes += _follow_torch(graph, _convolution_operands(graph), set(_laid_out_convolutions(graph)),
-                           _operands_of_the_callers_layout(graph))
+    notes = _convert_weights(graph, laid_out, keep_last, training)
+    operands = _convolution_operands(laid_out)
+    row_major = _convolution_operands([conv for conv in every if conv not in laid_out]) - operands
+    convolutions = {conv for conv in laid_out if conv.args[0] in CONVOLUTIONS + GRADIENTS_FOR_INPUT}
+    notes += _follow_torch(graph, operands, convolutions, row_major)
     notes += _reductions_of_one_window(graph)
     notes += _outputs_as_eager(graph, eager, keep_last)
     return notes + _gradients_as_their_inputs(graph, gradients_of or [])
@@ -170,41 +176,26 @@ def _convolutions(graph: Graph, kinds: tuple = CONVOLUTIONS + GRADIENTS_FOR_INPU
     return [n for n in graph.compute_nodes() if n.op == "torch_call" and n.args[0] in kinds and _concrete_4d(n)]
 
 
-def _convolution_operands(graph: Graph) -> set[Node]:
-    """The pointwise nodes that convolutions and their gradients read (input, weight, gradient):
-    their kernels may as well write them channels-last. A reduction's too: a max pool (the
-    maximum over each window) before a convolution, whose rows are then walked in channels-last
-    order, neighbouring channels side by side (fuse/schedule.py `row_order`)."""
-    return _computed({conv.args[i] for conv in _laid_out_convolutions(graph, tuple(OPERANDS))
-                      for i in OPERANDS[conv.args[0]]})
-
-
-def _operands_of_the_callers_layout(graph: Graph) -> set[Node]:
-    """What convolutions left row-major read (a weight's gradient, computed by a kernel): row-major."""
-    convolutions = set(_laid_out_convolutions(graph, tuple(OPERANDS)))
-    return _computed({conv.args[i] for conv in _convolutions(graph, tuple(OPERANDS)) if conv not in convolutions
-                      for i in OPERANDS[conv.args[0]]}) - _convolution_operands(graph)
-
-
-def _computed(operands: set[Any]) -> set[Node]:
+def _convolution_operands(convolutions: list[Node]) -> set[Node]:
+    """The pointwise nodes that `convolutions` and their gradients read (input, weight, gradient):
+    laid out channels-last, their kernels may as well write them so. A reduction's too: a max pool
+    (the maximum over each window) before a convolution, whose rows are then walked in
+    channels-last order, neighbouring channels side by side (fuse/schedule.py `row_order`)."""
+    operands = {conv.args[i] for conv in convolutions for i in OPERANDS[conv.args[0]]}
     return {n for n in operands if isinstance(n, Node) and n.op != "placeholder"
             and OPS[n.op].kind in ("pointwise", "reduction")}
 
 
-def _laid_out_convolutions(graph: Graph, kinds: tuple = CONVOLUTIONS + GRADIENTS_FOR_INPUT) -> list[Node]:
-    """The convolutions the layout optimization makes channels-last: all but those of a graph input
-    the caller laid out row-major, as a data loader gives a batch of images
-    (`_reads_the_callers_layout`)."""
-    return [conv for conv in _convolutions(graph, kinds) if not _reads_the_callers_layout(conv)]
-
-
 def _reads_the_callers_layout(conv: Node) -> bool:
-    """Is `conv` a convolution (or its weight's gradient) of a row-major graph input? Made
-    channels-last, cuDNN converted that input inside every call, forward and backward, and a
-    trained weight was copied channels-last by a kernel at every step: on the H100, a ResNet-18
-    training step's stem took 0.09 ms of host time in the forward and 0.18 in the backward
-    (other convolutions 0.03 and 0.07). It runs row-major, as in eager, and the kernel after it
-    writes channels-last for the next convolution."""
+    """Is `conv` a convolution (or its weight's gradient) of a row-major graph input, a batch of
+    images as a data loader gives it? Unless the program is replayed from a CUDA graph, such a
+    convolution runs row-major, as in eager, and the kernel after it writes channels-last for the
+    next one. Made channels-last, its input was converted on every call, forward and backward, and
+    a trained weight copied by a kernel every step: on the H100, a ResNet-18 training step's stem
+    took 0.09 ms of host time in the forward and 0.18 in the backward (other convolutions 0.03
+    and 0.07); an H200's ResNet-18 b16 training step went from 1.05x eager to 1.14x without them.
+    Replayed, the launches cost no host time, and cuDNN's own conversions of the row-major input
+    and output cost more GPU time than the copies (H200, b16: 0.07 ms of inference, 0.2 of training)."""
     data = conv.args[1]
     return (conv.args[0] in (*CONVOLUTIONS, torch.nn.grad.conv2d_weight) and isinstance(data, Node)
             and data.op == "placeholder" and _concrete_4d(data) and not is_channels_last(data))
@@ -233,7 +224,8 @@ def _reductions_of_one_window(graph: Graph) -> list[str]:
     return notes
 
 
-def _convert_weights(graph: Graph, keep_last: int = 0, training: bool = False) -> list[str]:
+def _convert_weights(graph: Graph, convolutions: list[Node], keep_last: int = 0,
+                     training: bool = False) -> list[str]:
     """Weights that are graph inputs (parameters): read channels-last (the wrapper passes a
     converted copy, see `channels_last_copy`). Not a weight a view reads (its strides were worked
     out row-major), nor one the graph outputs for a caller (who would get the copy). A weight the
@@ -242,7 +234,9 @@ def _convert_weights(graph: Graph, keep_last: int = 0, training: bool = False) -
     users, outputs = graph.users(), graph.output_nodes()
     shown = set(outputs[: len(outputs) - keep_last])
     notes = []
-    for conv in _laid_out_convolutions(graph):
+    for conv in convolutions:
+        if conv.args[0] not in CONVOLUTIONS + GRADIENTS_FOR_INPUT:
+            continue
         weight = _parameter_of(conv.args[WEIGHT])
         if (not isinstance(weight, Node) or weight.op != "placeholder" or not _concrete_4d(weight)
                 or is_channels_last(weight) or weight in shown

@@ -257,7 +257,8 @@ class CompiledGraph:
         convolutions_channels_last = worth_channels_last(graph) if automatic else bool(self.channels_last)
         # channels-last kept where torch keeps it (and, optimizing, for convolutions); a step only if any
         notes = too_few_convolutions(graph) if automatic else []
-        if notes := notes + assign_layouts(graph, convolutions_channels_last, keep_last, training, gradients_of):
+        if notes := notes + assign_layouts(graph, convolutions_channels_last, keep_last, training, gradients_of,
+                                           replayed=self.cuda_graphs):
             report.stages.append(StageRecord("layout" + stage_suffix, time.perf_counter() - start, "\n".join(notes),
                                              language="text"))
         schedule, record = _timed(report, "fuse" + stage_suffix, lambda: fuse(graph, written_back))

@@ -329,6 +329,24 @@ def test_a_convolution_of_the_callers_row_major_input_stays_row_major() -> None:
     assert backward.count("copied row-major by a kernel") == 1, backward  # the second convolution's only
 
 
+def test_a_replayed_program_converts_the_callers_input_too() -> None:
+    """Replayed from a CUDA graph (reduce-overhead), launches cost no host time: the first
+    convolution runs channels-last like the others, its weight copied by a kernel."""
+    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 6, 3, padding=1))
+    eager = copy.deepcopy(net)
+    compiled = minicompiler.compile(net, options={"triton.cudagraphs": True, "layout_optimization": True})
+    x = torch.randn(4, 3, 9, 11)
+    out, expected = compiled(x), eager(x)
+    torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    for ours, theirs in zip(net.parameters(), eager.parameters(), strict=True):
+        torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-4)
+    forward = compiled.report.graphs[0].stage("layout (forward)").text
+    assert "0_weight: copied channels-last by a kernel" in forward, forward
+    assert len(re.findall(r"^torch_call\w*: channels-last, as torch lays it out", forward, re.M)) == 2, forward
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_layout_optimization_on_by_default_on_cuda() -> None:
     check_optimized_layout("cuda", None)
