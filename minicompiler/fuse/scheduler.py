@@ -193,14 +193,17 @@ class _Scheduler:
                 and all(i.op == "placeholder" or i.op in INLINE or i in members for i in node.inputs()))
 
     def _better_apart(self, kernel: Kernel, node: Node) -> str | None:
-        """Why `node`, an element value of reduction `kernel`'s domain, should rather not be computed
-        there: every reader of it (through other element values) is a reduction over other dims,
-        which runs in another kernel. Computed in `kernel`, it was stored for them and read back;
-        apart, it joins their kernel and is never stored. Seed 001's numpy_fn normalizes X and Y by
+        """Why `node`, an element value of reduction `kernel`'s domain computed from the kernel's
+        row values and from buffers, should rather not be computed there: every reader of it
+        (through other element values) is a reduction over other dims, which runs in another
+        kernel. Computed in `kernel`, it was stored for them and read back; apart, it joins their
+        kernel and is never stored. Seed 001's numpy_fn normalizes X and Y by
         their columns' statistics, then sums along each row: the column kernel stored the three
         (1024, 640) results the row sums read (15 MB written and read back, per call)."""
         if kernel.kind != "reduction" or OPS[node.op].kind != "pointwise" or node.meta.shape != kernel.domain:
             return None
+        if any(i in kernel.nodes and not kernel.is_row_value(i) for i in node.inputs()):
+            return None  # apart, it would read an element value the kernel then stores: no gain
         if not self._reduced_only_over_other_dims(node, kernel, {}):
             return None
         return f"read only by reductions over other dims than {kernel.reduction_dims}: computed in their kernel"

@@ -100,6 +100,13 @@ def test_an_element_value_read_only_by_reductions_over_other_dims_is_computed_in
     assert columns.reduction_dims == (0,) and rows.reduction_dims == (1,) and centred in rows.nodes
     assert centred not in schedule.buffers
     assert any("read only by reductions over other dims than (0,)" in r for r in reasons(schedule))
+    # a softmax's result, summed over columns, stays in the softmax's kernel: it is computed from
+    # exp(x - max), which that kernel would then store instead (the same bytes)
+    g = Graph()
+    (x,) = placeholders(g, (64, 32))
+    g.output(g.call("sum", probabilities := softmax(g, x), (0,), False))
+    first, _ = fuse(g).kernels
+    assert probabilities in first.nodes
 
 
 def test_row_value_that_does_not_broadcast_per_row_is_refused():
