@@ -330,6 +330,15 @@ def channels_last_copy(tensor: torch.Tensor) -> torch.Tensor:
 _COPIES = PerTensor()  # tensor -> (its data_ptr and version, its copy)
 
 
+def laid_out(tensor: torch.Tensor, strides: tuple[int, ...]) -> torch.Tensor:
+    """`tensor` with these strides (an extern's result as torch usually lays it out, ir/extern_layouts.py):
+    itself where it has them (a dim of size 1 may have any), else a copy laid out so."""
+    if all(have == want or size == 1 for have, want, size in zip(tensor.stride(), strides, tensor.shape, strict=True)):
+        return tensor
+    copy = torch.empty_strided(tensor.shape, strides, dtype=tensor.dtype, device=tensor.device)
+    return copy.copy_(tensor)
+
+
 def follow_saved_layouts(forward: Graph, backward: Graph, count: int) -> None:
     """The backward's first `count` inputs are the forward's last `count` outputs (the saved
     tensors): give them the layouts the forward's pass chose, so the backward reads them right,

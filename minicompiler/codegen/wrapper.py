@@ -55,7 +55,7 @@ CONVOLUTION_GRADIENT = {fn: (convolution, role) for convolution, grads in CONV_G
 # functions that keep a result per argument tensor, known by identity and memory (replace/conv_bn.py):
 # the memory of what they read must not take a new value within the call
 CACHED_PER_TENSOR = (folded_weight, folded_bias)
-RESERVED = frozenset({"torch", "ops", "inputs", "call", "float", "channels_last_copy", "reinterpret_tensor",
+RESERVED = frozenset({"torch", "ops", "inputs", "call", "float", "channels_last_copy", "reinterpret_tensor", "laid_out",
                       "empty_strided_cuda", "torch_call_vjps", "recorded_vjps", "convolution_grads", "kept",
                       "kept_values"})
 # the gradient ops of a library call, and where each has the position of the argument it differentiates
@@ -283,8 +283,15 @@ def _call_lines(step: Step, w: _Writer) -> list[str]:
         call = f"ops.{node.op}({w.call_args(node.args, node.kwargs)})"
     if isinstance(step, ExternCall) and node.op not in CONTIGUOUS_EXTERNS:
         # kernels read an extern's result in the layout its meta says (layout.py): a no-op when it is
-        call += f".contiguous({_layout(node)})"
+        call = _as_laid_out(call, node)
     return [f"    # {provenance_comment(node)}", f"    {w.names[node]} = {call}"]
+
+
+def _as_laid_out(call: str, node: Node) -> str:
+    strides = node.meta.stride()
+    if node.meta.is_contiguous() or is_channels_last(node) or not all(isinstance(s, int) for s in strides):
+        return f"{call}.contiguous({_layout(node)})"
+    return f"laid_out({call}, {strides})"  # a layout torch gives it other than those (ir/extern_layouts.py)
 
 
 def direct_views(schedule: Schedule) -> dict[Node, tuple[Node, tuple[int, ...], tuple[int, ...], int]]:

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from minicompiler.ir import windows
+from minicompiler.ir.extern_layouts import result_strides
 from minicompiler.ir.gather import check_indices, load_at
 from minicompiler.ir.graph import Node, TensorMeta, flatten, map_structure
 from minicompiler.ir.symbolic import SymSize
@@ -433,5 +434,7 @@ def infer_meta(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Tensor
     else:
         shape, dtype, strides = _run_on_meta(op, args, kwargs)
     # Views keep torch's strides (they alias their input); every other op writes a fresh
-    # contiguous buffer in compiled code, so we record it as contiguous.
-    return TensorMeta(shape, dtype, _device_of(op, args, kwargs), strides if OPS[op].kind == "view" else None)
+    # contiguous buffer in compiled code, so we record it as contiguous, but for the externs whose
+    # result torch lays out otherwise on every device (extern_layouts.py)
+    strides = strides if OPS[op].kind == "view" else result_strides(op, args, shape)
+    return TensorMeta(shape, dtype, _device_of(op, args, kwargs), strides)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -106,3 +107,34 @@ def test_dynamic_sequence_lengths_share_one_graph() -> None:
         torch.testing.assert_close(compiled(q, k, v, bias), additive(q, k, v, bias))
     assert len(compiled.reports) == 1, compiled.symbolic_off  # the SDPA call's shape is known in symbols
     assert replaced(compiled)
+
+
+def heads_back_to_rows(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Attention as a transformer block writes it: the heads' outputs side by side, then projected."""
+    out = F.scaled_dot_product_attention(q, k, v)
+    return out.transpose(1, 2).contiguous().reshape(B, L, H * D) @ weight
+
+
+@pytest.mark.parametrize("backend", ["cpp", pytest.param("triton", marks=pytest.mark.triton_on_cpu_tensors)])
+def test_the_attention_result_is_read_as_torch_lays_it_out(backend: str) -> None:
+    """torch's fused attention kernels return their (B, S, H, D) output transposed: recorded so, the
+    model's transpose back is row-major, its `.contiguous()` is nothing, and the projection reads
+    the attention's output itself. Under torch's math kernel (row-major) the wrapper copies the
+    result into that layout: the result is eager's either way, gradients too."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    compiled = minicompiler.compile(heads_back_to_rows, backend=backend)
+    weight = torch.randn(H * D, 5, requires_grad=True)
+    for kernels in ([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH], [SDPBackend.MATH]):
+        inputs = qkv(requires_grad=True)
+        with sdpa_kernel(kernels):
+            out, expected = compiled(*inputs, weight), heads_back_to_rows(*inputs, weight)
+            torch.testing.assert_close(out, expected)
+            grads = torch.autograd.grad(out.sum(), [*inputs, weight])
+            expected_grads = torch.autograd.grad(expected.sum(), [*inputs, weight])
+        for ours, theirs in zip(grads, expected_grads, strict=True):
+            torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5)
+    wrapper = compiled.report.graphs[0].stage("codegen (forward)").text
+    lines = wrapper[wrapper.index("def call("):].splitlines()
+    code = "\n".join(line for line in lines if not line.strip().startswith("#"))
+    assert "laid_out(" in code and "clone" not in code and ".contiguous()" not in code, code
