@@ -87,7 +87,9 @@ def _follow_torch(graph: Graph, wanted: set[Node], convolutions: set[Node] = fro
         kind = OPS[node.op].kind
         if kind not in ("pointwise", "extern", "reduction") or not _concrete_4d(node):
             continue
-        if kind == "reduction" and node not in wanted or node in row_major:  # a reduction keeps its row-major result
+        if kind == "reduction" and node not in wanted:  # a reduction keeps its row-major result
+            continue
+        if node in row_major:  # what a convolution left row-major reads
             continue
         if node in wanted or _torch_makes_channels_last(node, convolutions, formulas):
             if _channels_last_with_its_views(node, users):

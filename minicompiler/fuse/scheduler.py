@@ -197,9 +197,9 @@ class _Scheduler:
         row values and from buffers, should rather not be computed there: every reader of it
         (through other element values) is a reduction over other dims, which runs in another
         kernel. Computed in `kernel`, it was stored for them and read back; apart, it joins their
-        kernel and is never stored. Seed 001's numpy_fn normalizes X and Y by
-        their columns' statistics, then sums along each row: the column kernel stored the three
-        (1024, 640) results the row sums read (15 MB written and read back, per call)."""
+        kernel and is never stored. Seed 001's numpy_fn normalizes X and Y by their columns'
+        statistics, then sums along each row: the column kernel stored the three (1024, 640)
+        results the row sums read (15 MB written and read back, per call)."""
         if kernel.kind != "reduction" or OPS[node.op].kind != "pointwise" or node.meta.shape != kernel.domain:
             return None
         if any(i in kernel.nodes and not kernel.is_row_value(i) for i in node.inputs()):
@@ -209,16 +209,20 @@ class _Scheduler:
         return f"read only by reductions over other dims than {kernel.reduction_dims}: computed in their kernel"
 
     def _reduced_only_over_other_dims(self, node: Node, kernel: Kernel, known: dict[Node, bool]) -> bool:
+        """Is every reader of `node` a reduction over other dims than `kernel`'s, or an element
+        value of its domain that only such reductions read (`known`: the answers so far)?"""
         if node not in known:
-            known[node] = False  # (until shown otherwise)
-            readers = self.users[node]
-            known[node] = bool(readers) and all(
-                OPS.get(r.op) is not None and r.meta.shape == kernel.domain and OPS[r.op].kind == "pointwise"
-                and self._reduced_only_over_other_dims(r, kernel, known)
-                or OPS.get(r.op) is not None and OPS[r.op].kind == "reduction" and r.args[0] is node
-                and iteration_space(r) != (kernel.domain, kernel.reduction_dims)
-                for r in readers)
+            known[node] = False  # (a reader reached again on the way is no proof)
+            known[node] = bool(self.users[node]) and all(
+                self._reads_for_other_dims(reader, node, kernel, known) for reader in self.users[node])
         return known[node]
+
+    def _reads_for_other_dims(self, reader: Node, node: Node, kernel: Kernel, known: dict[Node, bool]) -> bool:
+        kind = OPS[reader.op].kind if reader.op in OPS else None
+        if kind == "reduction":
+            return reader.args[0] is node and iteration_space(reader) != (kernel.domain, kernel.reduction_dims)
+        return (kind == "pointwise" and reader.meta.shape == kernel.domain
+                and self._reduced_only_over_other_dims(reader, kernel, known))
 
     # -- helpers ----------------------------------------------------------------------------
     def _same_producer(self, a: Node, b: Node) -> bool:

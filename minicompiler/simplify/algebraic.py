@@ -98,25 +98,22 @@ def _factored_sum(g: Graph, a: Node, b: Node, dims: Sequence[int], keepdim: bool
     return g.call("reshape", product, kept)
 
 
-def _sum_before_unit_dims(g: Graph, x: Node, shape: Sequence[int], dims: Sequence[int], keepdim: bool) -> Node | None:
+def _sum_before_unit_dims(g: Graph, x: Node, shape: Sequence[int], dims: Any, keepdim: bool) -> Node | None:
     # A sum over x[:, :, None] (a reshape that only adds or drops dims of size 1) is a sum over x's
     # own dims, reshaped: so written, it runs over x's shape, where it fuses with what computes x and
     # with other sums over those dims. Seed 001's numpy_fn sums its normalized X and Y (and their
     # squares) along each row: one kernel for the three, reading X and Y, not three over copies.
     if not isinstance(keepdim, bool) or [s for s in shape if s != 1] != [s for s in x.meta.shape if s != 1]:
         return None
-    own = [d for d, size in enumerate(x.meta.shape) if size != 1]  # x's dim for each dim of `shape` not 1
-    mapped = iter(own)
-    of_x = {d: next(mapped) for d, size in enumerate(shape) if size != 1}
-    summed = tuple(sorted(of_x[d % len(shape)] for d in dims if d % len(shape) in of_x))
-    if not summed or len(shape) != len(x.meta.shape) + sum(s == 1 for s in shape) - sum(s == 1 for s in x.meta.shape):
+    reduced = {d % len(shape) for d in ((dims,) if isinstance(dims, int) else dims)}
+    own = iter(d for d, size in enumerate(x.meta.shape) if size != 1)
+    of_x = {d: next(own) for d, size in enumerate(shape) if size != 1}  # x's dim for each of `shape`'s not 1
+    summed = tuple(sorted(of_x[d] for d in reduced if d in of_x))
+    if not summed:
         return None
-    total = g.call("sum", x, summed, True)
-    size = [1 if d in summed else s for d, s in enumerate(x.meta.shape)]
-    result = [s for s in size if s != 1]
-    kept = [1 if d % len(shape) in {d % len(shape) for d in dims} else s for d, s in enumerate(shape)]
-    out = kept if keepdim else [s for d, s in enumerate(shape) if d % len(shape) not in {d % len(shape) for d in dims}]
-    return g.call("reshape", total, tuple(out)) if [s for s in out if s != 1] == result else None
+    kept = [1 if d in reduced else size for d, size in enumerate(shape)]
+    out = kept if keepdim else [size for d, size in enumerate(shape) if d not in reduced]
+    return g.call("reshape", g.call("sum", x, summed, True), tuple(out))
 
 
 def _positions_in_range(g: Graph, x: Node, low: Any, high: Any) -> Node | None:
