@@ -35,5 +35,7 @@ RESULT_STRIDES = {F.scaled_dot_product_attention: _attention}
 def result_strides(op: str, args: tuple[Any, ...], shape: tuple[Any, ...]) -> tuple[int, ...] | None:
     """The strides torch gives `op(*args)`'s result of this shape, if known to be other than row-major."""
     at = FUNCTION_AT.get(op)
-    rule = RESULT_STRIDES.get(args[at]) if at is not None and len(args) > at else None
+    function = args[at] if at is not None and len(args) > at else None
+    # (by identity: a callable torch_call holds need not be hashable)
+    rule = next((rule for known, rule in RESULT_STRIDES.items() if known is function), None)
     return rule(shape) if rule is not None else None
