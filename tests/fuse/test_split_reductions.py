@@ -13,6 +13,7 @@ from torch import nn
 
 import minicompiler
 from minicompiler.fuse import Kernel, fuse
+from minicompiler.fuse import split_reductions as splitting
 from minicompiler.fuse.split_reductions import _first_step_dims, split_reductions
 from minicompiler.ir import Graph, TensorMeta
 from minicompiler.layout import channels_last_strides
@@ -30,6 +31,13 @@ def reduction(shape: tuple[int, ...], dims: tuple[int, ...], op: str = "sum",
     return g, node
 
 
+@pytest.fixture
+def small_inputs_split(monkeypatch):
+    """Inputs of any size split: the tests of the split itself run on inputs small enough for the
+    Triton interpreter."""
+    monkeypatch.setattr(splitting, "WHOLE_INPUT", 0)
+
+
 def test_a_batch_norms_sums_split_after_their_last_dim():
     """ResNet-18's first batch norm: 64 rows of 200,704; the first step keeps 114,688 rows."""
     assert _first_step_dims(reduction((16, 64, 112, 112), (0, 2, 3))[1]) == (3,)
@@ -37,6 +45,7 @@ def test_a_batch_norms_sums_split_after_their_last_dim():
 
 
 @pytest.mark.parametrize(("shape", "dims", "dtype", "why"), [
+    ((1, 64, 56, 56), (0, 2, 3), torch.float32, "200,704 elements: one kernel sums and normalizes"),
     ((16, 512, 7, 7), (0, 2, 3), torch.float32, "rows of 784: short"),
     ((4096, 1000), (1,), torch.float32, "4096 rows: enough programs"),
     ((16, 64, 112, 112), (0, 2, 3), torch.float16, "a float16 partial sum would round"),
@@ -75,6 +84,7 @@ def test_column_sums_left_whole(shape, dims, why):
     assert split_reductions(g) == [], why
 
 
+@pytest.mark.usefixtures("small_inputs_split")
 def test_split_in_place_keeps_the_result_node():
     g, node = reduction((4, 8, 64, 72), (0, 2, 3))
     notes = split_reductions(g)
@@ -84,6 +94,7 @@ def test_split_in_place_keeps_the_result_node():
     assert notes == [f"{node.name}: reduced in two steps, first dims (3,) into [4, 8, 64, 1]"]
 
 
+@pytest.mark.usefixtures("small_inputs_split")
 def test_second_steps_of_one_first_kernel_share_a_kernel():
     """Three split reductions of x: their first steps share x (one kernel); their second steps
     each fold another partial result of that kernel, and join one kernel too."""
@@ -108,9 +119,9 @@ def test_outer_reduction_walks_rows_in_memory_order():
     assert not kernel.outer_reduction and kernel.row_order == (0, 1, 2)
 
 
-@needs_triton
-@pytest.mark.parametrize("channels_last", [False, True], ids=["row-major", "channels-last"])
-def test_batch_norm_training_with_split_sums_equals_eager(channels_last):
+def _batch_norm_training_report(channels_last: bool):
+    """A batch norm and ReLU trained one step, compiled and eager: every result compared; the
+    compiled graph's report."""
     net = nn.Sequential(nn.BatchNorm2d(8), nn.ReLU())
     eager = nn.Sequential(nn.BatchNorm2d(8), nn.ReLU())
     x = torch.randn(4, 8, 64, 72)
@@ -129,15 +140,39 @@ def test_batch_norm_training_with_split_sums_equals_eager(channels_last):
     for ours, theirs in zip(net.parameters(), eager.parameters(), strict=True):
         torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-3)  # sums of 18,432 terms
     torch.testing.assert_close(net[0].running_var, eager[0].running_var)
-    graph = compiled.report.graphs[0]
+    return compiled.report.graphs[0]
+
+
+def _reduction_kernels(graph, step: str) -> int:
+    return graph.stage(f"fuse ({step})").text.split("buffers:")[0].count(": reduction over")
+
+
+@pytest.mark.usefixtures("small_inputs_split")
+@needs_triton
+@pytest.mark.parametrize("channels_last", [False, True], ids=["row-major", "channels-last"])
+def test_batch_norm_training_with_split_sums_equals_eager(channels_last):
+    graph = _batch_norm_training_report(channels_last)
     assert "reduced in two steps" in graph.stage("split reductions (forward)").text
     assert "each chunk about its own mean" in graph.stage("split reductions (forward)").text
     assert "reduced in two steps" in graph.stage("split reductions (backward)").text
     for step in ("forward", "backward"):  # the statistics in two kernels each way, then the pointwise rest
+        assert _reduction_kernels(graph, step) == 2, step
+
+
+@needs_triton
+@pytest.mark.parametrize("channels_last", [False, True], ids=["row-major", "channels-last"])
+def test_small_batch_norm_training_is_one_kernel_each_way(channels_last):
+    """147,456 elements: whole, the statistics and the normalization (and ReLU) are one kernel, and
+    the backward's sums and the input's gradient another: no partial sums stored, fewer launches."""
+    graph = _batch_norm_training_report(channels_last)
+    assert not any(stage.name.startswith("split reductions") for stage in graph.stages)
+    for step in ("forward", "backward"):
         kernels = graph.stage(f"fuse ({step})").text.split("buffers:")[0]
-        assert kernels.count(": reduction over") == 2, step
+        # (the forward's other kernel counts the batches: num_batches_tracked += 1)
+        assert kernels.count(": reduction over") == 1 and "pointwise over [4, 8, 64, 72]" not in kernels, step
 
 
+@pytest.mark.usefixtures("small_inputs_split")
 @needs_triton
 @pytest.mark.parametrize("offset", [0.0, 1e3])
 def test_variance_by_chunks_equals_float64(offset):
@@ -153,6 +188,7 @@ def test_variance_by_chunks_equals_float64(offset):
     assert "each chunk about its own mean" in compiled.report.graphs[0].stage("split reductions").text
 
 
+@pytest.mark.usefixtures("small_inputs_split")
 @needs_triton
 @pytest.mark.parametrize("op", ["sum", "amax", "amin"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
