@@ -268,7 +268,7 @@ def _gathered_lines(nodes: list[Node], w: _Writer) -> list[str]:
         (_, _, weight, grad, *settings), (_, input, *_) = nodes[0].args, nodes[1].args
         call = f"convolution_grads({w.call_args((grad, input, weight, *settings), {})})"
     lines = [f"    # {provenance_comment(n)}" for n in nodes] + [f"    {', '.join(w.names[n] for n in nodes)} = {call}"]
-    return lines + [f"    {w.names[n]} = {w.names[n]}.contiguous({_layout(n)})" for n in nodes]
+    return lines + [f"    {w.names[n]} = {_as_laid_out(w.names[n], n)}" for n in nodes]
 
 
 def _layout(node: Node) -> str:

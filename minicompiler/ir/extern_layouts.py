@@ -11,6 +11,13 @@ Recorded as torch lays it out, the model's transpose is row-major already, its `
 nothing (decompose/shapes.py) and the projection reads the attention's own output. Where torch
 picks another kernel (its math fallback answers row-major), the wrapper copies the result into
 this layout (`laid_out`), as it copied into row-major before.
+
+Its gradients, likewise. On the CPU the fused backward writes each of them as it writes the
+output. On CUDA the memory-efficient backward lays each out as its input: where q, k and v are
+views of one projection's output (B, S, 3, H, D), as a transformer's packed qkv gives them, it
+writes all three into one such buffer. Recorded row-major, the three were copied apart (three
+copies per attention call of a training step), then copied together again as the projection's
+gradient; now the copy that puts them together reads them where torch wrote them.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from typing import Any
 import torch.nn.functional as F
 
 FUNCTION_AT = {"torch_call": 0, "recorded_call": 2}  # where the torch function is among an op's args
+# a gradient op's args: (.., the function, the argument's position, the output's gradient, its args)
+GRADIENT_FUNCTION_AT = {"torch_call_vjp": 0, "recorded_vjp": 2}
 
 
 def _attention(shape: tuple[Any, ...]) -> tuple[int, ...] | None:
@@ -29,13 +38,32 @@ def _attention(shape: tuple[Any, ...]) -> tuple[int, ...] | None:
     return (sequence * heads * width, width, heads * width, 1)
 
 
+def _attention_gradient(argument: Any, shape: tuple[Any, ...]) -> tuple[int, ...] | None:
+    """The strides of attention's gradient for `argument` (q, k or v; a node or a tensor)."""
+    meta = getattr(argument, "meta", argument)
+    strides = meta.stride() if meta is not None else None
+    if strides is None or not all(isinstance(s, int) for s in strides):
+        return None
+    if meta.device.type == "cuda":
+        return None if meta.is_contiguous() else tuple(strides)
+    return _attention(shape)
+
+
 RESULT_STRIDES = {F.scaled_dot_product_attention: _attention}
+GRADIENT_STRIDES = {F.scaled_dot_product_attention: _attention_gradient}
 
 
 def result_strides(op: str, args: tuple[Any, ...], shape: tuple[Any, ...]) -> tuple[int, ...] | None:
     """The strides torch gives `op(*args)`'s result of this shape, if known to be other than row-major."""
+    if (at := GRADIENT_FUNCTION_AT.get(op)) is not None and len(args) > at + 2:
+        rule = _rule_for(GRADIENT_STRIDES, args[at])
+        argnum = args[at + 1]
+        return rule(args[at + 3 + argnum], shape) if rule is not None and isinstance(argnum, int) else None
     at = FUNCTION_AT.get(op)
-    function = args[at] if at is not None and len(args) > at else None
-    # (by identity: a callable torch_call holds need not be hashable)
-    rule = next((rule for known, rule in RESULT_STRIDES.items() if known is function), None)
+    rule = _rule_for(RESULT_STRIDES, args[at]) if at is not None and len(args) > at else None
     return rule(shape) if rule is not None else None
+
+
+def _rule_for(rules: dict[Any, Any], function: Any) -> Any:
+    # by identity: a callable a torch_call holds need not be hashable
+    return next((rule for known, rule in rules.items() if known is function), None)

@@ -138,3 +138,48 @@ def test_the_attention_result_is_read_as_torch_lays_it_out(backend: str) -> None
     lines = wrapper[wrapper.index("def call("):].splitlines()
     code = "\n".join(line for line in lines if not line.strip().startswith("#"))
     assert "laid_out(" in code and "clone" not in code and ".contiguous()" not in code, code
+
+
+def packed_projection(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """q, k and v as views of one projection's output (B, L, 3, H, D), as a transformer's qkv gives them."""
+    q, k, v = x.reshape(B, L, 3, H, D).permute(2, 0, 3, 1, 4)
+    return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, L, H * D) @ weight
+
+
+@pytest.mark.parametrize("backend", ["cpp", pytest.param("triton", marks=pytest.mark.triton_on_cpu_tensors)])
+def test_attention_gradients_are_read_as_torch_lays_them_out(backend: str) -> None:
+    """The fused backward's gradients for q, k and v come laid out as its output (on the CPU): the
+    backward reads them there (no copies apart before they are put together as the projection's
+    gradient); under torch's math kernel the wrapper copies them into that layout. Eager's
+    gradients either way."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    compiled = minicompiler.compile(packed_projection, backend=backend)
+    for kernels in ([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH], [SDPBackend.MATH]):
+        x, weight = torch.randn(B * L, 3 * H * D, requires_grad=True), torch.randn(H * D, 5, requires_grad=True)
+        with sdpa_kernel(kernels):
+            out, expected = compiled(x, weight), packed_projection(x, weight)
+            torch.testing.assert_close(out, expected)
+            grads = torch.autograd.grad(out.sum(), [x, weight])
+            expected_grads = torch.autograd.grad(expected.sum(), [x, weight])
+        for ours, theirs in zip(grads, expected_grads, strict=True):
+            torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5)
+    wrapper = compiled.report.graphs[0].stage("codegen (backward)").text
+    after = wrapper[wrapper.index("= recorded_vjps("):].splitlines()[1:4]
+    assert all("= laid_out(recorded_vjp" in line for line in after), after
+
+
+def test_on_cuda_attention_gradients_are_laid_out_as_their_inputs() -> None:
+    """CUDA's memory-efficient backward writes each gradient as its input is laid out (q, k, v of a
+    packed projection: into one (B, L, 3, H, D) buffer); a row-major input's is row-major."""
+    from minicompiler.ir import TensorMeta
+    from minicompiler.ir.extern_layouts import result_strides
+
+    cuda = torch.device("cuda")
+    packed = TensorMeta((B, H, L, D), torch.float32, cuda, (L * 3 * H * D, D, 3 * H * D, 1))
+    rows = TensorMeta((B, H, L, D), torch.float32, cuda)
+    sdpa = F.scaled_dot_product_attention
+    for argnum in range(3):
+        assert result_strides("recorded_vjp", ("attention", None, sdpa, argnum, None, packed, packed, packed),
+                              packed.shape) == packed.stride()
+        assert result_strides("torch_call_vjp", (sdpa, argnum, None, rows, rows, rows), rows.shape) is None
