@@ -197,7 +197,10 @@ def test_split_reductions_equal_eager(op, dtype):
     fn = getattr(torch, op)
     compiled = minicompiler.compile(lambda t: fn(t, (0, 2, 3)), backend="triton")
     result = compiled(x)
-    torch.testing.assert_close(result, fn(x, (0, 2, 3)), rtol=1e-5, atol=1e-3)
+    # a float32 sum of 18,432 values of ~100, in another order than torch's: a channel summing to
+    # ~200 came out 4e-3 away (1 draw in ~30 failed atol=1e-3); its partial sums reach ~1e4, whose
+    # rounding steps are ~1e-3 each
+    torch.testing.assert_close(result, fn(x, (0, 2, 3)), rtol=1e-5, atol=5e-2)
     assert "reduced in two steps" in compiled.report.graphs[0].stage("split reductions").text
 
 
