@@ -173,6 +173,25 @@ def _merged_cats(g: Graph, a: Node, b: Node) -> Node | None:
     return g.call("cat", pieces, dim) if len(pieces) > 1 else pieces[0]
 
 
+def _cat_of_permutes(g: Graph, tensors: Any, dim: int, dims: Sequence[int], shape: Sequence[int]) -> Node | None:
+    # permute(cat(xs, d), p) is cat(permute(x, p) for x in xs) along d's new place. A transformer's
+    # qkv gradient is cat([g_q, g_k, g_v]) of shape (3, B, H, S, D), permuted to (B, S, 3, H, D) and
+    # reshaped to the projection's (B*S, 3*H*D): a copy of the permuted cat. Permuted first, the cat
+    # is written in that order and the reshape is a view of it. Only where the reshape copies: a
+    # cat of permuted (strided) pieces may cost torch more than one of row-major pieces.
+    if not isinstance(tensors, (list, tuple)) or not all(isinstance(t, Node) for t in tensors):
+        return None
+    cat_shape = list(tensors[0].meta.shape)
+    cat_shape[dim] = sum(t.meta.shape[dim] for t in tensors)
+    try:
+        torch.empty(cat_shape, device="meta").permute(tuple(dims)).view(tuple(shape))
+        return None  # a view already
+    except RuntimeError:
+        pass
+    at = list(dims).index(dim % len(dims))
+    return g.call("reshape", g.call("cat", [g.call("permute", t, tuple(dims)) for t in tensors], at), tuple(shape))
+
+
 RULES: list[Rule] = [
     Rule("x*1 -> x", P("mul", "x", 1), lambda g, x: x),
     # -0.0 + 0 is +0.0, so only the sign of a zero can differ
@@ -215,6 +234,9 @@ RULES: list[Rule] = [
     Rule("sum(reshape(x) adding dims of size 1) -> reshape(sum(x))",
          P("sum", P("reshape", "x", Arg("shape")), Arg("dims"), Arg("keepdim")), _sum_before_unit_dims),
     Rule("cat(..., a, 0, ...) + cat(..., 0, b, ...) -> cat(..., a, b, ...)", P("add", "a", "b"), _merged_cats),
+    Rule("reshape(permute(cat(xs))) -> reshape(cat(permute(x) for x in xs))",
+         P("reshape", P("permute", P("cat", Arg("tensors"), Arg("dim")), Arg("dims")), Arg("shape")),
+         _cat_of_permutes, sole_use=True),
     Rule("check_indices(positions 0..n-1 within bounds) -> positions",
          P("check_indices", "x", Arg("low"), Arg("high")), _positions_in_range),
 ]

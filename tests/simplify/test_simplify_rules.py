@@ -96,6 +96,12 @@ RULE_EXAMPLES: dict[str, tuple[Build, list[str], tuple[int, ...]]] = {
                             g.call("cat", [full(g, (2, 4), 0.0), g.call("neg", x)], 0)),
         ["exp", "neg", "cat"], (1, 4),
     ),
+    # the qkv gradient: cat([g_q, g_k, g_v]) permuted to the projection's order, then reshaped
+    "reshape(permute(cat(xs))) -> reshape(cat(permute(x) for x in xs))": (
+        lambda g, x: g.call("reshape", g.call("permute", g.call("cat", [x, g.call("exp", x), g.call("neg", x)], 0),
+                                              (1, 0, 2)), (2, 12)),
+        ["exp", "neg", "permute", "permute", "permute", "cat", "reshape"], (1, 2, 4),
+    ),
 }
 
 
@@ -127,6 +133,10 @@ def test_rule_fires_and_keeps_the_result(rule) -> None:
          lambda g, x: g.call("sum", g.call("reshape", x, (3, 2)), (1,), False), (2, 3), torch.float32),
         ("a real expand", lambda g, x: g.call("expand", x, (2, 3)), (3,), torch.float32),
         ("a transpose of a square", lambda g, x: g.call("permute", x, (1, 0)), (3, 3), torch.float32),
+        ("the reshape of the permuted cat is a view of it",
+         lambda g, x: g.call("reshape", g.call("permute", g.call("cat", [x, g.call("exp", x)], 0), (1, 0, 2)),
+                             (2, 2, 2, 2)),
+         (1, 2, 4), torch.float32),
         ("3 is not a power of 2", lambda g, x: g.call("div", x, 3.0), (3,), torch.float32),
         ("2**-20 is subnormal in float16", lambda g, x: g.call("div", x, 2.0**20), (3,), torch.float16),
         ("the 1 broadcasts x", lambda g, x: g.call("mul", x, full(g, (2, 3), 1.0)), (3,), torch.float32),
