@@ -169,7 +169,10 @@ def _compile_in_workers(module: Any, kernels: list[Kernel], code_of: dict[str, s
 def _launcher(kernel: Any) -> Any:
     """What the wrapper's `kernel[grid](...)` calls: the jit function itself under the interpreter,
     else a launcher that skips Triton's per-call argument analysis (runtime/triton_launch.py)."""
-    return kernel if parallel_compile.interpreting() else FastLauncher(kernel)
+    if parallel_compile.interpreting():
+        return kernel
+    parallel_compile.wait_for_triton_setup()  # begun during capture: done before a kernel is compiled
+    return FastLauncher(kernel)
 
 
 def _first_not_on(schedule: Schedule, device: str) -> str:

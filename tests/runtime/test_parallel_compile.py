@@ -103,6 +103,19 @@ def test_no_workers_when_switched_off(monkeypatch):
     assert parallel_compile.precompile(None, [(None, [], {})] * 5) == (None, None)
 
 
+def test_tritons_setup_runs_once_on_a_thread_and_is_waited_for(monkeypatch):
+    """Started with the workers, Triton's per-process setup runs once, on a thread of its own (on a
+    machine without a GPU it finds no driver and leaves the setup to the first kernel, quietly),
+    and codegen waits for it before it makes a kernel's launcher."""
+    monkeypatch.setattr(parallel_compile, "_SETUP", None)
+    parallel_compile._set_up_triton()
+    thread = parallel_compile._SETUP
+    parallel_compile._set_up_triton()
+    assert parallel_compile._SETUP is thread and thread.daemon
+    parallel_compile.wait_for_triton_setup()
+    assert not thread.is_alive()
+
+
 def matmul_and_reductions(x, y):
     return (x.sin() @ y).relu().sum(0) + y.cos().mean(1)
 
