@@ -181,6 +181,8 @@ def _cat_of_permutes(g: Graph, tensors: Any, dim: int, dims: Sequence[int], shap
     # cat of permuted (strided) pieces may cost torch more than one of row-major pieces.
     if not isinstance(tensors, (list, tuple)) or not all(isinstance(t, Node) for t in tensors):
         return None
+    if not all(isinstance(size, int) for t in tensors for size in t.meta.shape):
+        return None  # symbolic sizes: asking whether the reshape is a view would specialize them
     cat_shape = list(tensors[0].meta.shape)
     cat_shape[dim] = sum(t.meta.shape[dim] for t in tensors)
     try:
