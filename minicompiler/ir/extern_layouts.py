@@ -15,9 +15,11 @@ this layout (`laid_out`), as it copied into row-major before.
 Its gradients, likewise. On the CPU the fused backward writes each of them as it writes the
 output. On CUDA the memory-efficient backward lays each out as its input: where q, k and v are
 views of one projection's output (B, S, 3, H, D), as a transformer's packed qkv gives them, it
-writes all three into one such buffer. Recorded row-major, the three were copied apart (three
-copies per attention call of a training step), then copied together again as the projection's
-gradient; now the copy that puts them together reads them where torch wrote them.
+writes all three into one such buffer. Recorded row-major, each was copied to row-major before
+the three were put together as the projection's gradient; now they are read where torch wrote
+them. (On the H200 that alone saved nothing: torch's cat then copied the strided gradients itself.
+Put together in the projection's order, simplify/algebraic.py `_cat_of_permutes`, one copy per
+attention call goes.)
 """
 
 from __future__ import annotations
