@@ -160,21 +160,6 @@ def _zeta(x, q):
     return tl.where(x == 1, float("inf"), tl.where(x < 1, float("nan"), s)).to(dtype)''',
     f'''
 @triton.jit
-def _erfinv(y):
-    # a rational first guess (in y^2 for |y| <= 0.7, else in z = sqrt(-log((1 - |y|) / 2))), then two
-    # Newton steps on erf(x) = y; +-inf at +-1, NaN beyond
-    a = tl.abs(y)
-    yy = y * y
-    central = y * ({horner(ERFINV_CENTRAL_NUM, "yy")}) / ({horner(ERFINV_CENTRAL_DEN, "yy")})
-    z = tl.sqrt(-tl.log((1 - a) / 2))
-    tail = tl.abs({horner(ERFINV_TAIL_NUM, "z")}) / ({horner(ERFINV_TAIL_DEN, "z")})
-    x = tl.where(a <= 0.7, central, tl.where(y < 0, -tail, tail))
-    for _ in tl.static_range(2):
-        x = x - (tl.erf(x) - y) / (1.1283791670955126 * tl.exp(-x * x))
-    x = tl.where(a == 1, tl.where(y > 0, float("inf"), -float("inf")), x)
-    return tl.where(a > 1, float("nan"), x)''',
-    f'''
-@triton.jit
 def _erfcx(x):
     # e^(x^2) erfc(x): below 1 the product, x^2 split into its rounded value and the rounding error
     # (fma) so that e^(x^2) loses no digits; from 1 on Laplace's continued fraction
@@ -186,6 +171,23 @@ def _erfcx(x):
     for k in range({ERFCX_FRACTION_TERMS}, 0, -1):
         f = x + (0.5 * k) / f
     return tl.where(x >= 1, 0.5641895835477563 / f, near)''',
+    f'''
+@triton.jit
+def _erfinv(y):
+    # a rational first guess (in y^2 for |y| <= 0.7, else in z = sqrt(-log((1 - |y|) / 2))), then two
+    # Newton steps on erf(x) = y; in the tail on |x|, as erfc(|x|) = 1 - |y| (near +-1 erf(x) rounds
+    # to +-1: cpp_special.py); +-inf at +-1, NaN beyond
+    a = tl.abs(y)
+    yy = y * y
+    x = y * ({horner(ERFINV_CENTRAL_NUM, "yy")}) / ({horner(ERFINV_CENTRAL_DEN, "yy")})
+    z = tl.sqrt(-tl.log((1 - a) / 2))
+    m = tl.abs({horner(ERFINV_TAIL_NUM, "z")}) / ({horner(ERFINV_TAIL_DEN, "z")})
+    for _ in tl.static_range(2):
+        x = x - (tl.erf(x) - y) / (1.1283791670955126 * tl.exp(-x * x))
+        m = m - ((1 - a) - _erfcx(m) * tl.exp(-m * m)) / (1.1283791670955126 * tl.exp(-m * m))
+    x = tl.where(a <= 0.7, x, tl.where(y < 0, -m, m))
+    x = tl.where(a == 1, tl.where(y > 0, float("inf"), -float("inf")), x)
+    return tl.where(a > 1, float("nan"), x)''',
     '''
 @triton.jit
 def _log_ndtr(x):
