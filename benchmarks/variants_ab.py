@@ -2,6 +2,7 @@
 
     python benchmarks/variants_ab.py bias-race "MiniTransformer (seed 003)" "BERT-base encoder"
     python benchmarks/variants_ab.py whole-reductions "seed 003 CNN" "ResNet-18 b1" --training
+    python benchmarks/variants_ab.py attention "MiniTransformer masked" --training --mode reduce-overhead
 
 A variant is minicompiler with a few of its module-level settings changed while a model compiles
 (the decisions are made then; the compiled program keeps them). Every variant of one model is
@@ -28,7 +29,7 @@ import minicompiler
 from minicompiler.bench.compare import _Step
 from minicompiler.bench.zoo import CASES, quiet_randomness
 from minicompiler.fuse import split_reductions
-from minicompiler.replace import bias_after_matmul
+from minicompiler.replace import attention, bias_after_matmul
 from minicompiler.runtime import triton_launch
 
 ROUNDS, CALLS = 7, 10
@@ -64,6 +65,10 @@ VARIANTS: dict[str, dict[str, list[tuple[Any, str, Any]]]] = {
         "as is": [],
         "every input split": [(split_reductions, "WHOLE_INPUT", 0)],
         "every input whole": [(split_reductions, "WHOLE_INPUT", 1 << 62)],
+    },
+    "attention": {
+        "as is": [],
+        "hand-written kept": [(attention, "_chain", lambda out, users: None)],
     },
 }
 
@@ -101,12 +106,12 @@ class _Launches:
         triton_launch.FastLauncher.launch = self._launch
 
 
-def _call_of(module: torch.nn.Module, inputs: tuple, training: bool) -> tuple[Callable[[], object], Any]:
+def _call_of(module: torch.nn.Module, inputs: tuple, training: bool, mode: str) -> tuple[Callable[[], object], Any]:
     """One call (a training step, or an inference call) of the module compiled now; the compiled module."""
     if training:
-        step = _Step(module, minicompiler.compile, inputs)
+        step = _Step(module, lambda m: minicompiler.compile(m, mode=mode), inputs)
         return step, step.model
-    compiled = minicompiler.compile(module.eval())
+    compiled = minicompiler.compile(module.eval(), mode=mode)
 
     def infer() -> None:
         with torch.no_grad():
@@ -120,7 +125,7 @@ def _biases_moved(compiled: Any) -> int:
                for stage in graph.stages if stage.name.startswith("bias after matmul"))
 
 
-def compare(decision: str, name: str, training: bool, device: str) -> str:
+def compare(decision: str, name: str, training: bool, mode: str, device: str) -> str:
     case = next(c for c in CASES if c.name.startswith(name))
     built = case.make(device, device == "cpu")
     module = quiet_randomness(built.module)
@@ -128,7 +133,7 @@ def compare(decision: str, name: str, training: bool, device: str) -> str:
     calls, facts = {}, {}
     for variant, settings in VARIANTS[decision].items():
         with _changed(settings):
-            call, compiled = _call_of(module, built.inputs, training)
+            call, compiled = _call_of(module, built.inputs, training, mode)
             call()  # compiles, with the variant's settings
         for _ in range(3):
             call()
@@ -147,19 +152,22 @@ def compare(decision: str, name: str, training: bool, device: str) -> str:
                 calls[variant]()
             sync()
             times[variant].append((time.perf_counter() - start) / CALLS * 1e3)
-    task = "training" if training else "inference"
+    task = ("training" if training else "inference") + ("" if mode == "default" else f", {mode}")
     cells = " | ".join(f"{variant} {statistics.median(t):.3f} ms ({facts[variant]})" for variant, t in times.items())
-    return f"{case.name[:28]:28s} {task:9s} {cells}"
+    return f"{case.name[:28]:28s} {task:26s} {cells}"
 
 
 def main(arguments: list[str]) -> None:
     if len(arguments) < 2 or arguments[0] not in VARIANTS:
         raise SystemExit(__doc__)
     training = "--training" in arguments
+    mode = arguments[arguments.index("--mode") + 1] if "--mode" in arguments else "default"
+    models = [a for i, a in enumerate(arguments[1:], start=1)
+              if not a.startswith("--") and arguments[i - 1] != "--mode"]
     device = "cuda" if torch.cuda.is_available() else "cpu"
     print(f"{decision_line(arguments[0])} on {torch.cuda.get_device_name() if device == 'cuda' else 'the CPU'}")
-    for name in (a for a in arguments[1:] if not a.startswith("--")):
-        print(compare(arguments[0], name, training, device), flush=True)
+    for name in models:
+        print(compare(arguments[0], name, training, mode, device), flush=True)
 
 
 def decision_line(decision: str) -> str:

@@ -323,16 +323,16 @@ def _timed(report: GraphReport, name: str, step: Callable[[], Any]) -> tuple[Any
     return result, record
 
 
-def _replace_patterns(report: GraphReport, graph: Graph, backend: str, cuda_graphs: bool) -> Graph:
-    """The `replace` passes for `backend` (with CUDA graphs or not); each one that rewrote something
-    is its own step in the report (its rewrites as notes). A pass that matched nothing returns the
-    graph unchanged and adds no step."""
-    for name, replace_pass, runs_for in REPLACE_PASSES:
+def _replace_patterns(report: GraphReport, graph: Graph, backend: str, cuda_graphs: bool, training: bool) -> Graph:
+    """The `replace` passes for `backend` (with CUDA graphs or not; `training`: compiled for a
+    training step first); each one that rewrote something is its own step in the report (its
+    rewrites as notes). A pass that matched nothing returns the graph unchanged and adds no step."""
+    for name, replace_pass, runs_for, options in REPLACE_PASSES:
         if not runs_for(backend, cuda_graphs):
             continue
         rewrites: list[str] = []
         start = time.perf_counter()
-        replaced = replace_pass(graph, rewrites)
+        replaced = replace_pass(graph, rewrites, **options(training))
         if rewrites:
             graph = replaced
             report.stages.append(StageRecord(name, time.perf_counter() - start, graph_to_python(graph),
@@ -376,7 +376,9 @@ def compile_graph(
         return compiled
     if backend == "triton":  # the kernel compilers start while the stages before codegen run
         parallel_compile.start_workers()
-    graph = _replace_patterns(report, graph, backend, cuda_graphs)
+    # the program the first call needs (pipeline.program_for) is the training one
+    training = torch.is_grad_enabled() and any(requires_grad)
+    graph = _replace_patterns(report, graph, backend, cuda_graphs, training)
     primitives, record = _timed(report, "decompose", lambda: decompose(graph))
     record.text, record.node_lines = graph_to_python(primitives), node_lines(primitives)
     (simplified, rewrites), record = _timed(report, "simplify", lambda: simplify_with_log(primitives))

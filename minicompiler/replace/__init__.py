@@ -6,8 +6,9 @@ captured graph before `decompose` (which would take the patterns apart).
     batch_norm_as_affine   eval-mode batch norm as pointwise ops, where CUDA graphs cannot keep a fold
     split_conv_bias        a convolution's bias added by the kernel after it (Triton only)
 
-Each pass is a function `(graph, log=None) -> graph`; one that rewrote something is its own
-step in the report, with one log line per rewrite.
+Each pass is a function `(graph, log=None, **options) -> graph`; one that rewrote something is
+its own step in the report, with one log line per rewrite. The options come from what the graph is
+compiled for: attention's choice depends on whether that is a training step.
 """
 
 from minicompiler.replace.attention import replace_attention
@@ -20,13 +21,20 @@ def _keeps_folds(backend: str, cuda_graphs: bool) -> bool:
     return not (backend == "triton" and cuda_graphs)  # a CUDA graph replays the fold every call
 
 
-# (report step name, pass, whether it runs for a backend with or without CUDA graphs)
+def _no_options(training: bool) -> dict[str, bool]:
+    return {}
+
+
+# (report step name, pass, whether it runs for a backend with or without CUDA graphs, its options
+# for a graph compiled for a training step or not)
 PASSES = (
-    ("fold conv+bn", fold_conv_batch_norm, _keeps_folds),
-    ("batch norm", batch_norm_as_affine, lambda backend, cuda_graphs: not _keeps_folds(backend, cuda_graphs)),
-    ("replace attention", replace_attention, lambda backend, cuda_graphs: True),
+    ("fold conv+bn", fold_conv_batch_norm, _keeps_folds, _no_options),
+    ("batch norm", batch_norm_as_affine, lambda backend, cuda_graphs: not _keeps_folds(backend, cuda_graphs),
+     _no_options),
+    ("replace attention", replace_attention, lambda backend, cuda_graphs: True,
+     lambda training: {"training": training}),
     # after the fold, which gives a convolution its bias
-    ("conv bias", split_conv_bias, lambda backend, cuda_graphs: backend == "triton"),
+    ("conv bias", split_conv_bias, lambda backend, cuda_graphs: backend == "triton", _no_options),
 )
 
 __all__ = ["PASSES", "batch_norm_as_affine", "fold_conv_batch_norm", "replace_attention", "split_conv_bias"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 import torch
@@ -183,3 +184,54 @@ def test_on_cuda_attention_gradients_are_laid_out_as_their_inputs() -> None:
         assert result_strides("recorded_vjp", ("attention", None, sdpa, argnum, None, packed, packed, packed),
                               packed.shape) == packed.stride()
         assert result_strides("torch_call_vjp", (sdpa, argnum, None, rows, rows, rows), rows.shape) is None
+
+
+def _hand_written_attention(device: torch.device, dtype: torch.dtype) -> tuple[object, object]:
+    """softmax(q @ k^T * scale) @ v as capture writes it, its metas given (no tensor is made, so
+    a CUDA graph can be built on a machine without one)."""
+    from minicompiler.ir import Graph, TensorMeta
+
+    def meta(*shape: int) -> TensorMeta:
+        return TensorMeta(shape, dtype, device)
+
+    graph = Graph()
+    q, k, v = (graph.placeholder(name, meta(B, H, L, D)) for name in "qkv")
+    keys = graph.append("transpose", (k, -2, -1), {}, TensorMeta((B, H, D, L), dtype, device, (H * L * D, L * D, 1, D)))
+    scores = graph.append("matmul", (q, keys), {}, meta(B, H, L, L))
+    scaled = graph.append("mul", (scores, 0.25), {}, meta(B, H, L, L))
+    weights = graph.append("softmax", (scaled, -1), {}, meta(B, H, L, L))
+    graph.output(graph.append("matmul", (weights, v), {}, meta(B, H, L, D)))
+    return graph, scores
+
+
+@pytest.mark.parametrize(("device", "dtype", "kept"), [("cuda", torch.float32, True), ("cuda", torch.float16, False),
+                                                       ("cpu", torch.float32, False)])
+def test_a_float32_training_step_on_a_gpu_keeps_the_hand_written_attention(device: str, dtype: torch.dtype,
+                                                                           kept: bool) -> None:
+    """There SDPA's backward is slower than our matmuls and fused softmax (module docstring); in
+    half precision (flash attention) and on the CPU it is not, nor in inference anywhere."""
+    from minicompiler.replace.attention import _chain, _faster_as_written
+
+    graph, _ = _hand_written_attention(torch.device(device), dtype)
+    end = graph.output_nodes()[0]
+    assert _chain(end, graph.users()) is not None  # an attention, as the pass sees one
+    assert _faster_as_written(end) is kept
+    if kept:  # (a replacement would infer SDPA's result on a CUDA tensor: not on every machine)
+        log: list[str] = []
+        new = minicompiler.replace.replace_attention(graph, log, training=True)
+        assert [n.op for n in new.compute_nodes()] == ["transpose", "matmul", "mul", "softmax", "matmul"]
+        assert "kept as written" in log[0]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1", reason="needs a GPU")
+def test_on_a_gpu_training_keeps_the_hand_written_attention_and_inference_replaces_it() -> None:
+    q, k, v = (torch.randn(B, H, L, D, device="cuda", requires_grad=True) for _ in range(3))
+    hidden, grad = HIDDEN.cuda(), torch.randn(B, H, L, D, device="cuda")
+    training = minicompiler.compile(causal)
+    got = torch.autograd.grad(training(q, k, v, hidden), (q, k, v), grad)
+    torch.testing.assert_close(got, torch.autograd.grad(causal(q, k, v, hidden), (q, k, v), grad))
+    assert "kept as written" in stage(training, "replace attention")[0][0]
+    inference = minicompiler.compile(causal)
+    with torch.no_grad():
+        torch.testing.assert_close(inference(q, k, v, hidden), causal(q, k, v, hidden))
+    assert replaced(inference)
