@@ -68,7 +68,8 @@ VARIANTS: dict[str, dict[str, list[tuple[Any, str, Any]]]] = {
     },
     "attention": {
         "as is": [],
-        "hand-written kept": [(attention, "_chain", lambda out, users: None)],
+        "SDPA everywhere": [(attention, "_faster_as_written", lambda out: False)],
+        "as written everywhere": [(attention, "_chain", lambda out, users: None)],
     },
 }
 
