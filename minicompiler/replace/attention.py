@@ -24,7 +24,9 @@ SDPA's time with our kernels for every size tried, (8, 8, 128, 64) to (1, 8, 204
 masked or not; the MiniTransformer's reduce-overhead training step took 4.66 ms instead of 4.72
 (masked: 4.67 instead of 4.82). Inference is the other way round (1.32 ms with SDPA, 1.41 without),
 so the choice follows the program the graph is compiled for first (`training`: grad mode on and an
-input requiring grad). Numbers: benchmarks/results/h200_2026-11-28g/attention_ab.txt.
+input requiring grad). A kept attention's q, k and v are made contiguous by a kernel of ours where
+torch's batched matmul would copy them at every read (`_batches_merge`); the copies are saved for
+the backward. Numbers: benchmarks/results/h200_2026-11-28g/.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from minicompiler.ir import Graph, Node, rewrite
+from minicompiler.ir.ops import OPS
 from minicompiler.replace.deferred import Deferred, single_use
 from minicompiler.simplify.facts import location
 
@@ -101,18 +104,27 @@ def replace_attention(graph: Graph, log: list[str] | None = None, training: bool
     users = graph.users()
     ends: set[Node] = set()
     swallowed: set[Node] = set()
+    copied: set[Node] = set()  # q, k or v of an attention kept as written: made contiguous once
     for node in graph.nodes:
         if (chain := _chain(node, users)) is None:
             continue
         if training and _faster_as_written(node):
+            scores, keys = chain[-2:]
+            strided = [n for n in (scores.args[0], keys.args[0], node.args[1]) if not _batches_merge(n)]
+            copied.update(strided)
             if log is not None:
+                made = f"; {', '.join(n.name for n in strided)} made contiguous for the matmuls" if strided else ""
                 log.append(f"replace attention: %{node.name} kept as written: in a float32 training step on a "
-                           f"GPU our matmuls and fused softmax beat SDPA's backward{location(node)}")
+                           f"GPU our matmuls and fused softmax beat SDPA's backward{made}{location(node)}")
             continue
         ends.add(node)
         swallowed.update(chain)
 
     def rule(new: Graph, node: Node, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if node in copied:
+            view = new.copy_of(node, args, kwargs)
+            view.tags.update(node.tags)
+            return new.call("clone", view)
         if node in swallowed:
             return Deferred(node, args, kwargs)
         if node not in ends:
@@ -131,6 +143,32 @@ def _faster_as_written(out: Node) -> bool:
     """Whether the attention ending at `out` runs faster in a training step as written (the
     module docstring says when: float32 on a GPU)."""
     return out.meta.device.type == "cuda" and out.meta.dtype == torch.float32
+
+
+def _batches_merge(node: Node) -> bool:
+    """Whether torch's batched matmul can view the leading (batch) dims of `node` as one dim.
+    Where it cannot (q, k, v sliced from one projection: (B, H, L, D) with strides
+    (L*3*H*D, D, 3*H*D, 1); or a (B, L, H, D) view transposed), every matmul that reads it copies
+    it first: in a training step q, k and v each twice, forward and backward. Made contiguous once
+    by our own kernel, the copy is saved for the backward instead."""
+    if not all(isinstance(n, int) for n in node.meta.shape):
+        return True  # symbolic sizes: leave it to torch
+    laid_out = _as_viewed(node)
+    dims = [(size, stride) for size, stride in zip(laid_out.shape[:-2], laid_out.stride()[:-2], strict=True)
+            if size != 1]
+    return all(outer == inner_size * inner_stride
+               for (_, outer), (inner_size, inner_stride) in zip(dims, dims[1:], strict=False))
+
+
+_VIEWS = ("select", "transpose", "permute", "reshape", "slice", "unsqueeze", "squeeze", "expand")
+
+
+def _as_viewed(node: Node) -> torch.Tensor:
+    """A meta tensor with `node`'s strides: its chain of views replayed on the contiguous result
+    it starts from (the captured graph's metas say only shapes)."""
+    if node.op in _VIEWS and isinstance(node.args[0], Node):
+        return OPS[node.op].impl(_as_viewed(node.args[0]), *node.args[1:], **node.kwargs)
+    return torch.empty(node.meta.shape, dtype=node.meta.dtype, device="meta")
 
 
 def _sdpa(g: Graph, softmax: Deferred, v: Any) -> Node:

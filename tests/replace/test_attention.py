@@ -235,3 +235,22 @@ def test_on_a_gpu_training_keeps_the_hand_written_attention_and_inference_replac
     with torch.no_grad():
         torch.testing.assert_close(inference(q, k, v, hidden), causal(q, k, v, hidden))
     assert replaced(inference)
+
+
+def test_q_k_v_that_a_batched_matmul_would_copy_are_told_apart() -> None:
+    """q, k, v sliced from one projection, or a (B, L, H, D) view transposed, cannot be viewed as
+    (B*H, L, D): torch's matmul copies them each time it reads them, so a kept attention copies them
+    once itself. Their strides are worked out from the views (the captured metas say only shapes)."""
+    from minicompiler.ir import Graph, TensorMeta
+    from minicompiler.replace.attention import _batches_merge
+
+    graph = Graph()
+    rows = graph.placeholder("rows", TensorMeta((B, H, L, D), torch.float32))
+    heads_last = graph.placeholder("heads_last", TensorMeta((B, L, H, D), torch.float32))
+    packed = graph.placeholder("packed", TensorMeta((B * L, 3 * H * D), torch.float32))
+    transposed = graph.append("transpose", (heads_last, 1, 2), {}, TensorMeta((B, H, L, D), torch.float32))
+    split = graph.append("reshape", (packed, (B, L, 3, H, D)), {}, TensorMeta((B, L, 3, H, D), torch.float32))
+    moved = graph.append("permute", (split, (2, 0, 3, 1, 4)), {}, TensorMeta((3, B, H, L, D), torch.float32))
+    q = graph.append("select", (moved, 0, 0), {}, TensorMeta((B, H, L, D), torch.float32))
+    assert _batches_merge(rows)
+    assert not _batches_merge(transposed) and not _batches_merge(q)
