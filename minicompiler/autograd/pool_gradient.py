@@ -24,7 +24,8 @@ sends each window's gradient where the scatter does, so both give the same sums 
 where a tie makes one element the maximum of two windows). Only the pools of `max_pool` have these
 regular windows: adaptive ones (windows of varying length) keep the scatter.
 
-Not used at present (GATHERED_ON, below). On the CPU the scatter stays: there each window adds its gradient in turn without atomics, and the
+Not used at present (GATHERED_ON, below).
+On the CPU the scatter stays: there each window adds its gradient in turn without atomics, and the
 gather's index arithmetic per element (about 90 integer operations for a 3x3 pool, which do not
 vectorize) made ResNet's stem pool's forward and backward 2x slower than the scatter (47 against
 23 ms for 16x64x56x56 on the 2-core CI machine; eager 11 ms).
