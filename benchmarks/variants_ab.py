@@ -3,6 +3,7 @@
     python benchmarks/variants_ab.py bias-race "MiniTransformer (seed 003)" "BERT-base encoder"
     python benchmarks/variants_ab.py whole-reductions "seed 003 CNN" "ResNet-18 b1" --training
     python benchmarks/variants_ab.py attention "MiniTransformer masked" --training --mode reduce-overhead
+    python benchmarks/variants_ab.py layout "seed 003 CNN" --training
 
 A variant is minicompiler with a few of its module-level settings changed while a model compiles
 (the decisions are made then; the compiled program keeps them). Every variant of one model is
@@ -26,6 +27,7 @@ from typing import Any
 import torch
 
 import minicompiler
+from minicompiler import pipeline
 from minicompiler.bench.compare import _Step
 from minicompiler.bench.zoo import CASES, quiet_randomness
 from minicompiler.fuse import split_reductions
@@ -70,6 +72,10 @@ VARIANTS: dict[str, dict[str, list[tuple[Any, str, Any]]]] = {
         "as is": [],
         "SDPA everywhere": [(attention, "_faster_as_written", lambda out: False)],
         "as written everywhere": [(attention, "_chain", lambda out, users: None)],
+    },
+    "layout": {
+        "as is": [],
+        "convolutions row-major": [(pipeline, "worth_channels_last", lambda graph: False)],
     },
 }
 

@@ -24,7 +24,6 @@ sends each window's gradient where the scatter does, so both give the same sums 
 where a tie makes one element the maximum of two windows). Only the pools of `max_pool` have these
 regular windows: adaptive ones (windows of varying length) keep the scatter.
 
-Not used at present (GATHERED_ON, below).
 On the CPU the scatter stays: there each window adds its gradient in turn without atomics, and the
 gather's index arithmetic per element (about 90 integer operations for a 3x3 pool, which do not
 vectorize) made ResNet's stem pool's forward and backward 2x slower than the scatter (47 against
@@ -46,13 +45,10 @@ from minicompiler.ir import Node
 
 # (kernel, stride, padding, dilation), each per spatial dim
 Windows = tuple[Sequence[int], Sequence[int], Sequence[int], Sequence[int]]
-# The devices whose max pools' gradients gather (see above): none for now. On the H200 (triton 3.6)
-# the gather's kernel gave wrong gradients where it was fused with the sum of a convolution bias's
-# gradient (tests/replace/test_max_pool_values.py on the GPU: conv1.weight's gradient off by 3.0 of
-# 29; the argmax it read was right, the scatter's gradient right), while the same kernel run by
-# Triton's interpreter, and the C++ one, were right. Correct before fast: the scatter, until the
-# gather's kernel is understood (its cost: ResNet's stem pool backward 0.44 against 0.22 ms, H100).
-GATHERED_ON: frozenset[str] = frozenset()
+# The devices whose max pools' gradients gather (see above). On the H200 the gather's kernel once
+# gave wrong gradients where it summed a bias gradient too: Triton 3.6 miscompiled its masked loads
+# at computed offsets; codegen/triton.py `load` now reads them unmasked from safe offsets.
+GATHERED_ON = frozenset({"cuda"})
 
 
 def max_pool_input_gradient(ops: GraphOps, g: Node, argmax: Node, x: Node, windows: Windows) -> Node:

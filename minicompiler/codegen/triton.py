@@ -228,9 +228,16 @@ class TritonOps(KernelOps):
         return "xmask & rmask" if level == "element" else "xmask"
 
     def load(self, param: str, dtype: torch.dtype, index: str, level: Level, gathered: bool = False) -> Value:
-        if gathered:  # an offset read from one element is a scalar: make it a block, to match the mask
-            index = f"{index} + 0 * {self.block_index(level)}"
         mask = self.gathered_mask(level) if gathered else self.mask(index)
+        if gathered:
+            # Lanes past the end read offset 0, a real element, unmasked: on the H200 (Triton 3.6) a
+            # masked load at computed offsets in a reduction block of 4+ elements per thread read
+            # wrong elements for valid lanes of a partly masked warp (a max pool's gradient, gathered:
+            # benchmarks/results/h200_2026-11-28g/max_pool_gather_bug.txt). The lanes' values are
+            # never used: their stores and accumulations are masked. (An offset read from one element
+            # is a scalar: `where` makes it a block of the mask's shape.)
+            index = f"tl.where({mask}, {index}, 0)" if mask else f"{index} + 0 * {self.block_index(level)}"
+            mask = None
         options = [f"mask={mask}"] if mask else []
         if self.kernel.kind == "pointwise" and index == self.xvar and STREAMING_LOADS:
             # each element is read once, by one program: no point keeping it in L2

@@ -1,8 +1,8 @@
 """A max pool's input gradient as a gather (autograd/pool_gradient.py), against eager.
 
-No device gathers at present (GATHERED_ON says why: its Triton kernel was wrong on the H200), so
-these tests ask for the gather: the C++ kernel, and the Triton kernel that a GPU would compile,
-run by Triton's interpreter, each compared with eager on fresh random inputs.
+On a GPU the gather is the default; on the CPU the scatter stays (it is faster there), so these
+tests ask for the gather on the CPU too: the C++ kernel, and the Triton kernel that a GPU would
+compile, run by Triton's interpreter, each compared with eager on fresh random inputs.
 """
 
 from __future__ import annotations
