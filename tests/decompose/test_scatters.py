@@ -174,8 +174,12 @@ def test_embedding_backward_adds_whole_rows_on_the_cpu(backend: str) -> None:
     actual = torch.autograd.grad((compiled(weight, ids) * weights).sum(), weight)
     torch.testing.assert_close(actual, expected)
     stages = [s for g in compiled.report.graphs for s in g.stages + g.autograd]
-    assert "accumulate_rows" in "".join(s.text for s in stages if s.name.startswith("codegen"))
-    assert "store_at" not in "".join(s.text for s in stages if s.name.startswith("fuse"))
+    fused = "".join(s.text for s in stages if s.name.startswith("fuse"))
+    if weight.device.type == "cpu":
+        assert "accumulate_rows" in "".join(s.text for s in stages if s.name.startswith("codegen"))
+        assert "store_at" not in fused
+    else:  # (run on a GPU by tests/triton_on_gpu.py) there the generated scatter's atomic adds stay
+        assert "store_at" in fused
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
