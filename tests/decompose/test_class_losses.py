@@ -38,12 +38,12 @@ def _labels() -> torch.Tensor:
 # name -> (loss function of scores and target, scores' shape, target maker)
 CASES: dict[str, tuple[Callable[..., Any], tuple[int, ...], Callable[[], torch.Tensor]]] = {
     "nll_loss": (F.nll_loss, (N, C), lambda: _targets(N)),
-    "nll_loss_sum_weighted": (lambda x, t: F.nll_loss(x, t, WEIGHTS.to(x), reduction="sum"),
+    "nll_loss_sum_weighted": (lambda x, t: F.nll_loss(x, t, WEIGHTS.to(x.dtype), reduction="sum"),
                               (N, C), lambda: _targets(N)),
     "nll_loss_none_2d": (lambda x, t: F.nll_loss(x, t, reduction="none"), (2, C, 3, 4), lambda: _targets(2, 3, 4)),
     "nll_loss_one_sample": (lambda x, t: F.nll_loss(x, t, ignore_index=1), (C,), lambda: torch.tensor(3)),
     "cross_entropy": (F.cross_entropy, (N, C), lambda: _targets(N)),
-    "cross_entropy_smoothing": (lambda x, t: F.cross_entropy(x, t, WEIGHTS.to(x), label_smoothing=0.2),
+    "cross_entropy_smoothing": (lambda x, t: F.cross_entropy(x, t, WEIGHTS.to(x.dtype), label_smoothing=0.2),
                                 (N, C), lambda: _targets(N)),
     "cross_entropy_smoothing_none": (lambda x, t: F.cross_entropy(x, t, reduction="none", label_smoothing=0.1),
                                      (N, C, 2), lambda: _targets(N, 2)),
@@ -51,7 +51,7 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[int, ...], Callable[[], torch.T
                                     (N, C), lambda: torch.randn(N, C)),
     "multi_margin_loss": (F.multi_margin_loss, (N, C), lambda: torch.randint(0, C, (N,))),
     "multi_margin_loss_p2": (lambda x, t: F.multi_margin_loss(x, t, p=2, margin=0.5,
-                                                              weight=WEIGHTS.to(x), reduction="none"),
+                                                              weight=WEIGHTS.to(x.dtype), reduction="none"),
                              (N, C), lambda: torch.randint(0, C, (N,))),
     "multilabel_margin_loss": (F.multilabel_margin_loss, (N, C), _labels),
     "multilabel_margin_loss_one": (lambda x, t: F.multilabel_margin_loss(x, t, reduction="none"), (C,),
@@ -68,8 +68,10 @@ def _arguments(name: str, dtype: torch.dtype) -> list[torch.Tensor]:
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_class_loss_matches_eager(name: str, dtype: torch.dtype, backend: str) -> None:
+def test_class_loss_matches_eager(name: str, dtype: torch.dtype, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     fn, args = CASES[name][0], _arguments(name, dtype)
+    # the per-class weights where the scores are (tests/triton_on_gpu.py makes them on the GPU)
+    monkeypatch.setitem(globals(), "WEIGHTS", WEIGHTS.to(args[0].device))
     compiled = minicompiler.compile(lambda *a: fn(*a), backend=backend)
     torch.testing.assert_close(compiled(*args), fn(*args))
     assert_generated(compiled)
