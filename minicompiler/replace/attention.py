@@ -151,9 +151,9 @@ def _batches_merge(node: Node) -> bool:
     (L*3*H*D, D, 3*H*D, 1); or a (B, L, H, D) view transposed), every matmul that reads it copies
     it first: in a training step q, k and v each twice, forward and backward. Made contiguous once
     by our own kernel, the copy is saved for the backward instead."""
-    if not all(isinstance(n, int) for n in node.meta.shape):
-        return True  # symbolic sizes: leave it to torch
     laid_out = _as_viewed(node)
+    if laid_out is None:
+        return True  # symbolic sizes somewhere in its views: leave it to torch
     dims = [(size, stride) for size, stride in zip(laid_out.shape[:-2], laid_out.stride()[:-2], strict=True)
             if size != 1]
     return all(outer == inner_size * inner_stride
@@ -163,11 +163,16 @@ def _batches_merge(node: Node) -> bool:
 _VIEWS = ("select", "transpose", "permute", "reshape", "slice", "unsqueeze", "squeeze", "expand")
 
 
-def _as_viewed(node: Node) -> torch.Tensor:
+def _as_viewed(node: Node) -> torch.Tensor | None:
     """A meta tensor with `node`'s strides: its chain of views replayed on the contiguous result
-    it starts from (the captured graph's metas say only shapes)."""
+    it starts from (the captured graph's metas say only shapes). None where a size is symbolic."""
+    if not all(isinstance(n, int) for n in node.meta.shape):
+        return None
     if node.op in _VIEWS and isinstance(node.args[0], Node):
-        return OPS[node.op].impl(_as_viewed(node.args[0]), *node.args[1:], **node.kwargs)
+        if node.inputs() != [node.args[0]]:
+            return None  # a size computed in the graph
+        base = _as_viewed(node.args[0])
+        return None if base is None else OPS[node.op].impl(base, *node.args[1:], **node.kwargs)
     return torch.empty(node.meta.shape, dtype=node.meta.dtype, device="meta")
 
 

@@ -254,3 +254,35 @@ def test_q_k_v_that_a_batched_matmul_would_copy_are_told_apart() -> None:
     q = graph.append("select", (moved, 0, 0), {}, TensorMeta((B, H, L, D), torch.float32))
     assert _batches_merge(rows)
     assert not _batches_merge(transposed) and not _batches_merge(q)
+
+
+def hand_written_packed(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The MiniTransformer's attention: q, k, v sliced from one projection, softmax(q @ k^T * s) @ v."""
+    batch, length = x.shape[0], x.shape[1]
+    q, k, v = x.reshape(batch, length, 3, H, D).permute(2, 0, 3, 1, 4)
+    scores = torch.softmax(q @ k.transpose(-2, -1) * D**-0.5, dim=-1)
+    return (scores @ v).transpose(1, 2).reshape(batch, length, H * D) @ weight
+
+
+@pytest.mark.parametrize("backend", ["cpp", pytest.param("triton", marks=pytest.mark.triton_on_cpu_tensors)])
+def test_an_attention_kept_as_written_copies_q_k_v_once_and_matches_eager(backend: str,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The path a float32 GPU training step takes (the choice is made to take it here, on CPU
+    tensors): q, k, v made contiguous by one kernel each, saved for the backward; eager's values and
+    gradients, for fixed and for symbolic sequence lengths."""
+    from minicompiler.replace import attention
+
+    monkeypatch.setattr(attention, "_faster_as_written", lambda out: True)
+    weight = torch.randn(H * D, 5, requires_grad=True)
+    for dynamic in (False, True):
+        compiled = minicompiler.compile(hand_written_packed, backend=backend, dynamic=dynamic)
+        for length in (L, 12) if dynamic else (L,):
+            x = torch.randn(B, length, 3 * H * D, requires_grad=True)
+            out, expected = compiled(x, weight), hand_written_packed(x, weight)
+            torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
+            grads = torch.autograd.grad(out.sum(), [x, weight])
+            for ours, theirs in zip(grads, torch.autograd.grad(expected.sum(), [x, weight]), strict=True):
+                torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5)
+        notes, _ = stage(compiled, "replace attention")
+        made = "made contiguous" in notes[0]
+        assert "kept as written" in notes[0] and made is not dynamic, notes  # symbolic sizes: left to torch
