@@ -19,9 +19,10 @@ call is differentiated like every torch_call: torch autograd computes SDPA's bac
 Not in a float32 training step on a GPU. There SDPA is the memory-efficient kernel (flash attention
 takes half precision only), and its backward is slower than what minicompiler makes of the
 hand-written form: cuBLAS's batched matmuls and one fused kernel for scale, mask and softmax each
-way. On the H200, 8 attentions in a row, forward and backward, as CUDA graphs, took 0.66-0.99 of
-SDPA's time with our kernels for every size tried, (8, 8, 128, 64) to (1, 8, 2048, 64) (B, H, L, D),
-masked or not; the MiniTransformer's reduce-overhead training step took 4.66 ms instead of 4.72
+way. On the H200, 8 attentions in a row, forward and backward, as CUDA graphs, took 0.62-0.91 of
+SDPA's time with our kernels at the sizes tried, (8, 8, 128, 64) to (1, 8, 2048, 64) (B, H, L, D),
+masked or not, but one ((32, 8, 64, 32) unmasked: 1.10; benchmarks/attention_forms.py); the
+MiniTransformer's reduce-overhead training step took 4.66 ms instead of 4.72
 (masked: 4.67 instead of 4.82). Inference is the other way round (1.32 ms with SDPA, 1.41 without),
 so the choice follows the program the graph is compiled for first (`training`: grad mode on and an
 input requiring grad). A kept attention's q, k and v are made contiguous by a kernel of ours where
