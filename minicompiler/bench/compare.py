@@ -146,7 +146,11 @@ class _Step:
         """The output weighted by fixed random numbers, averaged. (Its mean square was the loss
         before: for a LayerNorm'd output, BERT's, that is 1 whatever the weights, and every
         gradient was rounding noise, which no comparison could check.)"""
-        output = tensor_of(self.model(*self.inputs))
+        return self.loss_of(self.model(*self.inputs))
+
+    def loss_of(self, result: Any) -> torch.Tensor:
+        """The loss of one forward's result (its first tensor)."""
+        output = tensor_of(result)
         output = output if output.dtype == torch.float64 else output.float()
         return (output * _probe(output.shape, output.dtype, output.device)).mean()
 
