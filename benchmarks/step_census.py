@@ -54,8 +54,10 @@ def phase_times_us(step: _Step, sync: Callable[[], None], repeats: int = 50) -> 
     return {phase: statistics.median(values) for phase, values in samples.items()}
 
 
-def census(step: _Step, sync: Callable[[], None]) -> tuple[collections.Counter, int, int]:
-    """Per step: each torch op's count, launch calls, and kernels the GPU ran."""
+def census(step: _Step, sync: Callable[[], None]) -> tuple[collections.Counter, collections.Counter, int, int]:
+    """Per step: each torch op's count, the host microseconds of each backward node and of each op
+    not called by another op (an op's time includes the ops it calls), launch calls, and the GPU's
+    kernels."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if torch.cuda.is_available():
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -65,6 +67,7 @@ def census(step: _Step, sync: Callable[[], None]) -> tuple[collections.Counter, 
             step()
         sync()
     ops: collections.Counter = collections.Counter()
+    outer_us: collections.Counter = collections.Counter()
     launches = kernels = 0
     for event in profiled.events():
         if event.device_type == torch.autograd.DeviceType.CUDA:
@@ -73,7 +76,17 @@ def census(step: _Step, sync: Callable[[], None]) -> tuple[collections.Counter, 
             launches += 1
         elif event.name.startswith(("aten::", "autograd::", "Optimizer.", "torch::autograd")):
             ops[event.name] += 1
-    return ops, launches // STEPS, kernels // STEPS
+            if event.cpu_parent is None or not event.cpu_parent.name.startswith("aten::"):
+                outer_us[event.name] += event.cpu_time_total / STEPS
+    return ops, outer_us, launches // STEPS, kernels // STEPS
+
+
+def relaid_gradients(step: _Step) -> list[str]:
+    """Parameters whose gradient autograd's AccumulateGrad copies: a new gradient whose strides
+    differ from its parameter's is copied into the parameter's layout, at every step."""
+    step.gradients()
+    return [f"{name} {tuple(p.stride())} <- {tuple(p.grad.stride())}" for name, p in step.module.named_parameters()
+            if p.grad is not None and p.grad.stride() != p.stride()]
 
 
 def main(argv: list[str]) -> None:
@@ -90,11 +103,17 @@ def main(argv: list[str]) -> None:
             for _ in range(5):
                 step()
             times = phase_times_us(step, sync)
-            ops, launches, kernels = census(step, sync)
+            ops, outer_us, launches, kernels = census(step, sync)
             counted[name] = ops
             print(f"== {model}, {name}: {launches} launch calls, {kernels} GPU kernels per step; host us: "
                   + ", ".join(f"{phase} {us:.0f}" for phase, us in times.items())
                   + f", total {sum(times.values()):.0f}")
+            nodes = {op: us for op, us in outer_us.items() if op.startswith("autograd::")}
+            calls = {op: us for op, us in outer_us.items() if not op.startswith("autograd::")}
+            for kind, times_ in (("backward nodes", nodes), ("ops called from Python or a node", calls)):
+                print(f"   host us per step (profiled), {kind}: {sum(times_.values()):.0f}: " + ", ".join(
+                    f"{op.split(': ')[-1]} {us:.0f}" for op, us in sorted(times_.items(), key=lambda kv: -kv[1])[:10]))
+            print(f"   gradients copied by AccumulateGrad: {relaid_gradients(step) or 'none'}")
         eager, ours = counted["eager"], counted["minicompiler"]
         print(f"   torch ops per step ({sum(eager.values()) / STEPS:.0f} eager, {sum(ours.values()) / STEPS:.0f} ours);"
               " where the counts differ (eager -> minicompiler):")
