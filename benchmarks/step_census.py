@@ -81,12 +81,18 @@ def census(step: _Step, sync: Callable[[], None]) -> tuple[collections.Counter, 
     return ops, outer_us, launches // STEPS, kernels // STEPS
 
 
-def relaid_gradients(step: _Step) -> list[str]:
-    """Parameters whose gradient autograd's AccumulateGrad copies: a new gradient whose strides
-    differ from its parameter's is copied into the parameter's layout, at every step."""
+def copied_gradients(step: _Step) -> list[str]:
+    """Parameters whose gradient autograd's AccumulateGrad copies instead of keeping (a gradient
+    laid out otherwise than its parameter, or one something else still holds), at every step: the
+    memory a hook saw the gradient in is not the memory `.grad` ends in."""
+    seen: dict[str, int] = {}
+    hooks = [p.register_hook(lambda grad, name=name: seen.__setitem__(name, grad.data_ptr()))
+             for name, p in step.module.named_parameters() if p.requires_grad]
     step.gradients()
-    return [f"{name} {tuple(p.stride())} <- {tuple(p.grad.stride())}" for name, p in step.module.named_parameters()
-            if p.grad is not None and p.grad.stride() != p.stride()]
+    for hook in hooks:
+        hook.remove()
+    return [f"{name} {tuple(p.grad.stride())} as {tuple(p.stride())}" for name, p in step.module.named_parameters()
+            if name in seen and p.grad is not None and p.grad.data_ptr() != seen[name]]
 
 
 def main(argv: list[str]) -> None:
@@ -113,7 +119,7 @@ def main(argv: list[str]) -> None:
             for kind, times_ in (("backward nodes", nodes), ("ops called from Python or a node", calls)):
                 print(f"   host us per step (profiled), {kind}: {sum(times_.values()):.0f}: " + ", ".join(
                     f"{op.split(': ')[-1]} {us:.0f}" for op, us in sorted(times_.items(), key=lambda kv: -kv[1])[:10]))
-            print(f"   gradients copied by AccumulateGrad: {relaid_gradients(step) or 'none'}")
+            print(f"   gradients copied by AccumulateGrad: {copied_gradients(step) or 'none'}")
         eager, ours = counted["eager"], counted["minicompiler"]
         print(f"   torch ops per step ({sum(eager.values()) / STEPS:.0f} eager, {sum(ours.values()) / STEPS:.0f} ours);"
               " where the counts differ (eager -> minicompiler):")
