@@ -31,7 +31,7 @@ import torch
 
 from minicompiler.autocast import AutocastError, apply_autocast, autocast_off, autocast_state
 from minicompiler.autograd import JointGraph, NotDifferentiable, SavedTensor, differentiate, make_trainable, partition
-from minicompiler.autograd.partition import recomputed_checkpoints
+from minicompiler.autograd.partition import distinct_gradients, recomputed_checkpoints
 from minicompiler.autograd.recorded import record_library_calls
 from minicompiler.codegen import CodegenError, CompiledModule, generate
 from minicompiler.decompose import decompose
@@ -202,6 +202,7 @@ class CompiledGraph:
                 record.text += f"\nrecomputed in the backward (checkpointed): {', '.join(recomputed)}"
             self._record_autograd(joint, forward, backward, saved)
             (forward, forward_log), (backward, backward_log) = simplify_with_log(forward), simplify_with_log(backward)
+            record.notes += [f"backward: {note}" for note in distinct_gradients(backward)]
             # the rewrites of the rules (not CSE's and DCE's clean-ups) are levers a learner should see
             record.notes += [f"{part}: {line}" for part, log in (("forward", forward_log), ("backward", backward_log))
                              for line in log if line.startswith("algebraic:")]

@@ -206,3 +206,36 @@ def _nbytes(node: Node) -> int:
     # the size this call has (a hint, unguarded, when symbolic): it only steers which cut is
     # chosen, and every cut is a correct partition
     return size_hint(node.meta.numel) * node.meta.dtype.itemsize
+
+
+def distinct_gradients(backward: Graph) -> list[str]:
+    """Each of the backward's outputs (the inputs' gradients) its own tensor; one note per copy.
+
+    Simplification merges equal computations, and two parameters can have equal gradients: in a
+    residual block with a downsample, the block's last batch norm and the downsample's batch norm
+    add up into one output, so their biases get the same gradient, one sum. Returned twice, that
+    one tensor would be both `.grad`s; autograd's AccumulateGrad keeps a gradient only if nothing
+    else holds it, and copies it otherwise, with a torch kernel launched at every step (three per
+    ResNet-18 step). A `clone` for each repeat instead joins the kernel computing the value, which
+    writes it twice. Where the gradient is a view (a bias's: the sum reshaped), the value viewed
+    is copied, and the copy viewed alike: the kernel computes that value, in that shape."""
+    outputs = backward.outputs
+    if not isinstance(outputs, tuple):
+        return []
+    seen: set[Node] = set()
+    distinct, notes = [], []
+    for grad in outputs:
+        if isinstance(grad, Node) and grad.op != "placeholder" and grad in seen:
+            views = []
+            while OPS[grad.op].kind == "view" and grad.args[0].op != "placeholder":
+                views.append(grad)
+                grad = grad.args[0]
+            copy = backward.call_before(backward.output_node, "clone", grad)
+            notes.append(f"{copy.name}: a copy of {grad.name}, which is also another input's gradient")
+            for view in reversed(views):
+                copy = backward.call_before(backward.output_node, view.op, copy, *view.args[1:], **view.kwargs)
+            grad = copy
+        seen.add(grad)
+        distinct.append(grad)
+    backward.output_node.args = (tuple(distinct),)
+    return notes

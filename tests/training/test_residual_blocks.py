@@ -49,3 +49,31 @@ def test_zero_initialised_residual_blocks_train_like_eager(backend: str, device:
     compiled(x).pow(2).mean().backward()
     for (name, expected), got in zip(eager.named_parameters(), model.parameters(), strict=True):
         torch.testing.assert_close(got.grad, expected.grad, msg=name)
+
+
+@pytest.mark.parametrize(("backend", "device"), [("cpp", "cpu"), ("triton", "cpu"),
+                                                 pytest.param("triton", "cuda", marks=ON_GPU)])
+def test_equal_gradients_are_distinct_tensors_autograd_keeps(backend: str, device: str) -> None:
+    """A downsampling block's two last batch norms get one incoming gradient, so their biases'
+    gradients are one sum: each parameter gets its own tensor, computed by the kernel computing
+    the sum, and `.grad` is the very tensor the backward returned (AccumulateGrad copies a tensor
+    that something else holds: a torch kernel at every step)."""
+    torch.manual_seed(0)
+    eager = Block(4, 8, 2).to(device)
+    model = copy.deepcopy(eager)
+    compiled = minicompiler.compile(model, backend=backend)
+    x = torch.randn(2, 4, 8, 8, device=device)
+    returned: dict[str, int] = {}
+    for name, parameter in model.named_parameters():
+        parameter.register_hook(lambda grad, name=name: returned.__setitem__(name, grad.data_ptr()))
+    eager(x).pow(2).mean().backward()
+    compiled(x).pow(2).mean().backward()
+    bn2_bias, downsample_bias = model.bn2.bias.grad, model.downsample[1].bias.grad
+    torch.testing.assert_close(bn2_bias, downsample_bias)  # the two are equal: the case this is about
+    assert bn2_bias.data_ptr() != downsample_bias.data_ptr()
+    for (name, expected), got in zip(eager.named_parameters(), model.parameters(), strict=True):
+        torch.testing.assert_close(got.grad, expected.grad, msg=name)
+        assert got.grad.data_ptr() == returned[name], f"{name}'s gradient was copied by AccumulateGrad"
+    backward_notes = [note for graph in compiled.reports[-1].graphs for stage in graph.stages
+                      if stage.name == "autograd" for note in stage.notes]
+    assert any("also another input's gradient" in note for note in backward_notes)
