@@ -331,7 +331,9 @@ def test_a_convolution_of_the_callers_row_major_input_stays_row_major() -> None:
 
 def test_a_replayed_program_converts_the_callers_input_too() -> None:
     """Replayed from a CUDA graph (reduce-overhead), launches cost no host time: the first
-    convolution runs channels-last like the others, its weight copied by a kernel."""
+    convolution runs channels-last like the others, its weight copied by a kernel, and its input
+    copied channels-last by a kernel too (else the library converts it, in the forward and again
+    for the weight's gradient). The forward saves the copy: the backward reads it channels-last."""
     net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 6, 3, padding=1))
     eager = copy.deepcopy(net)
     compiled = minicompiler.compile(net, options={"triton.cudagraphs": True, "layout_optimization": True})
@@ -342,9 +344,13 @@ def test_a_replayed_program_converts_the_callers_input_too() -> None:
     expected.square().sum().backward()
     for ours, theirs in zip(net.parameters(), eager.parameters(), strict=True):
         torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-4)
-    forward = compiled.report.graphs[0].stage("layout (forward)").text
+    graph = compiled.report.graphs[0]
+    forward = graph.stage("layout (forward)").text
     assert "0_weight: copied channels-last by a kernel" in forward, forward
     assert len(re.findall(r"^torch_call\w*: channels-last, as torch lays it out", forward, re.M)) == 2, forward
+    assert "input: copied channels-last by a kernel, for the convolutions that read it" in forward, forward
+    saved = graph.stage("codegen (forward)").text.split("# ---- wrapper ----")[1].split("return (")[1]
+    assert re.search(r"\bclone\w*", saved) and not re.search(r"\binput\b", saved), saved
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -22,9 +22,9 @@ from minicompiler.ir.graph import SourceLoc
 from minicompiler.ir.ops import torch_call_vjps
 from minicompiler.ir.printer import OPS_NAMESPACE
 from minicompiler.ir.recorded_calls import recorded_vjps
-from minicompiler.layout import channels_last_copy, laid_out, reinterpret_tensor
 from minicompiler.runtime import loader, parallel_compile
 from minicompiler.runtime.allocation import empty_strided_cuda
+from minicompiler.runtime.relayout import channels_last_copy, laid_out, reinterpret_tensor
 from minicompiler.runtime.triton_launch import FastLauncher
 
 Backend = Literal["cpp", "triton"]
@@ -111,7 +111,7 @@ def generate(schedule: Schedule, backend: Backend = "cpp", dynamic: bool = False
         compiling, note = _compile_in_workers(module, launched, code_of, launch_configs)
         notes += [note] if note else []
     namespace = {"torch": torch, "ops": OPS_NAMESPACE, **launchers, **constants,
-                 "channels_last_copy": channels_last_copy, "reinterpret_tensor": reinterpret_tensor,  # layout.py
+                 "channels_last_copy": channels_last_copy, "reinterpret_tensor": reinterpret_tensor,  # relayout.py
                  "laid_out": laid_out,
                  "empty_strided_cuda": empty_strided_cuda,
                  "torch_call_vjps": torch_call_vjps, "recorded_vjps": recorded_vjps,

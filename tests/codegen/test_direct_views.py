@@ -101,7 +101,7 @@ def test_reinterpret_tensor_counts_from_the_tensors_start() -> None:
     """Both ways it is made (torch's private fast call, or as_strided where autograd records)
     give the same view of a tensor that starts inside its memory, and the recorded one has a
     gradient."""
-    from minicompiler.layout import reinterpret_tensor
+    from minicompiler.runtime.relayout import reinterpret_tensor
 
     base = torch.randn(30)
     x = base[7:19]
