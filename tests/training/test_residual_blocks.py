@@ -59,10 +59,10 @@ def test_equal_gradients_are_distinct_tensors_autograd_keeps(backend: str, devic
     the sum, and `.grad` is the very tensor the backward returned (AccumulateGrad copies a tensor
     that something else holds: a torch kernel at every step)."""
     torch.manual_seed(0)
-    eager = Block(4, 8, 2).to(device)
+    eager = Block(4, 8, 2).double().to(device)  # float64: no TF32 in cuDNN's convolutions
     model = copy.deepcopy(eager)
     compiled = minicompiler.compile(model, backend=backend)
-    x = torch.randn(2, 4, 8, 8, device=device)
+    x = torch.randn(2, 4, 8, 8, dtype=torch.float64, device=device)
     returned: dict[str, int] = {}
     for name, parameter in model.named_parameters():
         parameter.register_hook(lambda grad, name=name: returned.__setitem__(name, grad.data_ptr()))
