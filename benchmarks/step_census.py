@@ -1,17 +1,19 @@
 """What does one training step do on the host, counted: eager against minicompiler, op by op.
 
-    python benchmarks/step_census.py "MLP 1024 (seed 000)" "seed 003 CNN" [--device cpu]
+    python benchmarks/step_census.py "MLP 1024 (seed 000)" "seed 003 CNN" [--device cpu] [--no-device-threads]
 
 A host-bound step (small kernels, the GPU waiting on Python and torch's dispatcher) is slower than
 eager where it does more on the host. Timings of such a step move by ±10% from machine to machine;
 counts do not. For each compiler (eager, minicompiler default) this prints, per training step
 (`minicompiler.bench`'s step: forward, weighted-mean loss, backward, SGD with momentum):
 - the host time of each phase (forward, loss, backward, optimizer), medians of 50 back-to-back
-  steps: in a host-bound step that is where the time goes;
+  steps: in a host-bound step that is where the time goes; and, from an idle GPU, a step's host
+  time and the wait at the synchronization after it (the GPU's work the host left queued);
 - kernel launches (CUDA runtime and driver launch calls) and the GPU's kernels, per step;
 - every torch op called from Python or from autograd (torch.profiler's CPU events), per step,
   for the names whose counts differ between the two compilers: what one does that the other does not.
-MODEL is a name from minicompiler/bench/zoo.py. Default device: cuda.
+MODEL is a name from minicompiler/bench/zoo.py. Default device: cuda. `--no-device-threads`: autograd
+runs the backward on the calling thread (`torch.autograd.set_multithreading_enabled(False)`).
 """
 
 from __future__ import annotations
@@ -52,6 +54,21 @@ def phase_times_us(step: _Step, sync: Callable[[], None], repeats: int = 50) -> 
             samples[phase].append((end - start) * 1e6)
     sync()
     return {phase: statistics.median(values) for phase, values in samples.items()}
+
+
+def tail_us(step: _Step, sync: Callable[[], None], repeats: int = 30) -> tuple[float, float]:
+    """Medians, from an idle GPU: a whole step's host microseconds, and the wait at the
+    synchronization after it (the GPU's work still queued when the host is done)."""
+    hosts, tails = [], []
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        step()
+        returned = time.perf_counter()
+        sync()
+        hosts.append((returned - start) * 1e6)
+        tails.append((time.perf_counter() - returned) * 1e6)
+    return statistics.median(hosts), statistics.median(tails)
 
 
 def census(step: _Step, sync: Callable[[], None]) -> tuple[collections.Counter, collections.Counter, int, int]:
@@ -97,8 +114,10 @@ def copied_gradients(step: _Step) -> list[str]:
 
 def main(argv: list[str]) -> None:
     device = argv[argv.index("--device") + 1] if "--device" in argv else "cuda"
-    models = [a for i, a in enumerate(argv) if a != "--device" and (i == 0 or argv[i - 1] != "--device")]
+    models = [a for i, a in enumerate(argv) if not a.startswith("--") and (i == 0 or argv[i - 1] != "--device")]
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    # autograd runs a CUDA backward on a thread of its own; off, on the thread calling backward()
+    torch.autograd.set_multithreading_enabled("--no-device-threads" not in argv)
     for model in models:
         torch.manual_seed(0)
         built = next(case for case in CASES if case.name == model).make(device, False)
@@ -109,11 +128,12 @@ def main(argv: list[str]) -> None:
             for _ in range(5):
                 step()
             times = phase_times_us(step, sync)
+            host, tail = tail_us(step, sync)
             ops, outer_us, launches, kernels = census(step, sync)
             counted[name] = ops
             print(f"== {model}, {name}: {launches} launch calls, {kernels} GPU kernels per step; host us: "
                   + ", ".join(f"{phase} {us:.0f}" for phase, us in times.items())
-                  + f", total {sum(times.values()):.0f}")
+                  + f", total {sum(times.values()):.0f}; from an idle GPU: host {host:.0f}, then the GPU {tail:.0f}")
             nodes = {op: us for op, us in outer_us.items() if op.startswith("autograd::")}
             calls = {op: us for op, us in outer_us.items() if not op.startswith("autograd::")}
             for kind, times_ in (("backward nodes", nodes), ("ops called from Python or a node", calls)):
