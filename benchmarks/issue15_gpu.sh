@@ -2,9 +2,10 @@
 # Issue 15 on the H100, in four calls of at most ~9 minutes each; everything lands in $OUT:
 #   bash benchmarks/issue15_gpu.sh core       device.txt (GPU, versions, the GPU tests of tests/runtime, the
 #                                             addmm epilogue and the pool gradient; the max pool timed);
-#                                             bench_cuda_core.* (MiniTransformer, ResNet-18 b16: eager,
-#                                             torch.compile and minicompiler in default and reduce-overhead,
-#                                             inference and training step, profile); training_cuda.* (seed 003's
+#                                             bench_cuda_core.* (MiniTransformer with and without its mask,
+#                                             ResNet-18 b16 and b1: eager, torch.compile and minicompiler in
+#                                             default and reduce-overhead, inference and training step);
+#                                             training_cuda.* (seed 003's
 #                                             trainer, every compiler); numpy_fn.txt (seed 001, this machine's CPU)
 #   bash benchmarks/issue15_gpu.sh models     bench_cuda_models.* (MLP, masked MiniTransformer, ResNet-18 b1, seed
 #                                             003's CNN, BERT-base encoder; default; profile)
@@ -40,9 +41,9 @@ core)
         tests/autograd/test_pool_gradient.py 2>&1 | tail -3
     timeout 60 python benchmarks/max_pool_check.py cuda 2>&1 | tail -12  # the gathered pool gradient, timed
   } 2>&1 | tee "$out/device.txt"
-  part "core: MiniTransformer, ResNet-18 b16 (default, reduce-overhead; inference + training; profile)"
-  bench core 240 190 --modes default,reduce-overhead --only "MiniTransformer (seed 003)$" --only "ResNet-18 b16$" \
-      --profile --repeats 10
+  part "core: MiniTransformer (masked too), ResNet-18 b16 and b1 (default, reduce-overhead; inference + training)"
+  bench core 330 280 --modes default,reduce-overhead --only "MiniTransformer (seed 003)$" --only "masked" \
+      --only "ResNet-18 b16$" --only "ResNet-18 b1$" --repeats 10
   part "seed 003 trainer"
   timeout 60 python -m minicompiler.bench.training --device cuda --epochs 4 --json "$out/training_cuda.json" \
       > "$out/training_cuda.txt" 2>&1
