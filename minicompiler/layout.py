@@ -265,12 +265,8 @@ def _convert_images(graph: Graph, convolutions: list[Node], keep_last: int = 0) 
         if (not isinstance(data, Node) or data.op != "placeholder" or not _concrete_4d(data)
                 or is_channels_last(data) or data in shown):
             continue
-        readers = [u for u in users[data] if u.op == "output" or (
-            u.op == "torch_call" and u.args[0] in reading and u.args[1] is data)]
-        copy = graph.call_before(min(readers, key=graph.nodes.index), "clone", data)
-        copy.meta = dataclasses.replace(copy.meta, strides=channels_last_strides(data.meta.shape))
-        for reader in readers:
-            _reads_instead(reader, data, copy)
+        _copied_channels_last(graph, data, [u for u in users[data] if u.op == "output" or (
+            u.op == "torch_call" and u.args[0] in reading and u.args[1] is data)])
         notes.append(f"{data.name}: copied channels-last by a kernel, for the convolutions that read it")
     return notes
 
@@ -281,11 +277,16 @@ def _converted_by_a_kernel(graph: Graph, weight: Node, readers: list[Node]) -> s
     step for its 17 weights (TorchInductor's copy kernels, 0.07). The copy is a `clone` node laid
     out channels-last instead, a kernel of its own; the weight's readers (its convolutions, and the
     backward through the saved tensors) read the copy."""
-    copy = graph.call_before(min(readers, key=graph.nodes.index), "clone", weight)
-    copy.meta = dataclasses.replace(copy.meta, strides=channels_last_strides(weight.meta.shape))
-    for reader in readers:
-        _reads_instead(reader, weight, copy)
+    _copied_channels_last(graph, weight, readers)
     return f"{weight.name}: copied channels-last by a kernel on every step (a trained weight changes every step)"
+
+
+def _copied_channels_last(graph: Graph, node: Node, readers: list[Node]) -> None:
+    """A `clone` of `node` laid out channels-last, before its first reader; `readers` read it instead."""
+    copy = graph.call_before(min(readers, key=graph.nodes.index), "clone", node)
+    copy.meta = dataclasses.replace(copy.meta, strides=channels_last_strides(node.meta.shape))
+    for reader in readers:
+        _reads_instead(reader, node, copy)
 
 
 def _reads_instead(reader: Node, old: Node, new: Node) -> None:
